@@ -1,0 +1,29 @@
+"""The ``mhattn`` command. Each subcommand lives in its own module with ``add_parser`` and ``main``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> module that defines add_parser(subparsers) and main(args)
+SUBCOMMANDS = {
+    "walkthrough": "mhattn.commands.walkthrough",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mhattn", description="Multi-head attention built by hand: library and course.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, module in SUBCOMMANDS.items():
+        importlib.import_module(module).add_parser(sub, name)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(importlib.import_module(SUBCOMMANDS[args.command]).main(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``mhattn`` subcommand (see mhattn/cli.py)."""

@@ -1,0 +1,61 @@
+"""Counting the parameters of multi-head attention, two ways.
+
+Standard (Vaswani et al. 2017, §3.2.2): every head i has ``W^Q_i, W^K_i, W^V_i`` of
+shape ``(d_model, d_k)``, reading *all* d_model input features; side by side they
+form three ``(d_model, d_model)`` matrices, and ``W^O`` is ``(d_model, d_model)``:
+``4 d_model^2`` weights (+ ``4 d_model`` biases), whatever h is.
+
+The course text's formula ``h * 3 * (d_model/h)^2 + d_model^2`` counts another
+architecture: head i projects only its own d_k-wide slice of the input, with
+``(d_k, d_k)`` matrices; side by side these are *block-diagonal* ``(d_model, d_model)``
+matrices. That is ``3 d_model^2 / h + d_model^2``, which equals ``4 d_model^2`` only at h = 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mhattn.backend import asarray
+from mhattn.nn.attention import MultiHeadAttention
+
+
+def standard_count(d_model: int, num_heads: int, bias: bool = True) -> int:
+    """``4 d_model^2 (+ 4 d_model)``: independent of ``num_heads``."""
+    d_k = d_model // num_heads
+    per_head = 3 * d_model * d_k  # W^Q_i, W^K_i, W^V_i, each (d_model, d_k)
+    return num_heads * per_head + d_model * d_model + (4 * d_model if bias else 0)
+
+
+def explainer_count(d_model: int, num_heads: int, bias: bool = False) -> int:
+    """The course text's ``h * 3 * (d_model/h)^2 + d_model^2``: block-diagonal projections."""
+    d_k = d_model // num_heads
+    return num_heads * 3 * d_k * d_k + d_model * d_model + (4 * d_model if bias else 0)
+
+
+def block_diagonal_mask(d_model: int, num_heads: int) -> np.ndarray:
+    """Bool ``(d_model, d_model)``: True where head i's slice-to-slice weights may be non-zero."""
+    head = np.arange(d_model) // (d_model // num_heads)  # (d_model,) head of each feature
+    return head[:, None] == head[None, :]
+
+
+def block_diagonal_mha(d_model: int, num_heads: int, seed=None, dtype="float32") -> MultiHeadAttention:
+    """A ``MultiHeadAttention`` whose W_q, W_k, W_v are zero off the h diagonal blocks.
+
+    This is the architecture the course text's formula counts: head i's query, key
+    and value depend only on input features ``i*d_k:(i+1)*d_k``.
+    """
+    mha = MultiHeadAttention(d_model, num_heads, dtype=dtype, seed=seed)
+    keep = asarray(block_diagonal_mask(d_model, num_heads))
+    for name in ("W_q", "W_k", "W_v"):
+        mha.params[name] = mha.params[name] * keep
+    return mha
+
+
+def free_parameters(mha: MultiHeadAttention, structural_zeros: dict | None = None) -> int:
+    """Number of trainable scalars, leaving out entries fixed at zero by ``structural_zeros``.
+
+    Args:
+        structural_zeros: name -> bool mask of the entries that *may* be non-zero.
+    """
+    structural_zeros = structural_zeros or {}
+    return int(sum(int(structural_zeros[n].sum()) if n in structural_zeros else p.size for n, p in mha.params.items()))

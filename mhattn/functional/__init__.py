@@ -1,0 +1,31 @@
+"""The textbook steps of multi-head attention as pure forward/backward pairs.
+
+Every ``*_forward`` returns ``(out, cache)`` (attention: ``(out, weights, cache)``);
+every ``*_backward(dout, cache)`` returns the gradients of the forward's array
+inputs, in order. Arrays may be NumPy or CuPy: each op uses its inputs' module.
+"""
+
+from mhattn.functional.attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
+from mhattn.functional.heads import combine_heads_backward, combine_heads_forward, split_heads_backward, split_heads_forward
+from mhattn.functional.linear import linear_backward, linear_forward
+from mhattn.functional.masks import causal_mask, merge_masks
+from mhattn.functional.mha import PARAM_NAMES, multi_head_attention_backward, multi_head_attention_forward
+from mhattn.functional.softmax import softmax_backward, softmax_forward
+
+__all__ = [
+    "PARAM_NAMES",
+    "causal_mask",
+    "combine_heads_backward",
+    "combine_heads_forward",
+    "linear_backward",
+    "linear_forward",
+    "merge_masks",
+    "multi_head_attention_backward",
+    "multi_head_attention_forward",
+    "scaled_dot_product_attention_backward",
+    "scaled_dot_product_attention_forward",
+    "softmax_backward",
+    "softmax_forward",
+    "split_heads_backward",
+    "split_heads_forward",
+]

@@ -1,0 +1,109 @@
+"""Step 3: scaled dot-product attention, each head on its own.
+
+Vaswani et al. 2017, §3.2.1, eq. (1):
+``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V``, with an optional mask
+(torch's convention) and dropout on the weights (§5.4).
+
+Masks, for T = 3 queries and S = 4 keys (``x`` = True = not allowed)::
+
+    bool attn_mask        float attn_mask         key_padding_mask (B, S)
+        k0 k1 k2 k3           k0   k1   k2   k3
+    q0  .  x  x  x        q0  0  -inf -inf -inf    . . . x   <- key 3 is padding
+    q1  .  .  x  x        q1  0    0  -inf -inf
+    q2  .  .  .  x        q2  0    0    0  -inf
+
+A bool mask replaces the masked scores (their weights are exactly 0); a float
+mask is added to the scores (``-inf`` entries then also give 0).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from mhattn.backend import get_array_module
+from mhattn.functional.softmax import SoftmaxCache, softmax_backward, softmax_forward
+
+
+class AttentionCache(NamedTuple):
+    q: object  # (B, h, T, d_k)
+    k: object  # (B, h, S, d_k)
+    v: object  # (B, h, S, d_v)
+    scale: float  # 1 / sqrt(d_k)
+    softmax: SoftmaxCache  # holds the weights before dropout, (B, h, T, S)
+    keep: object  # (B, h, T, S) dropout multipliers (0 or 1/(1-p)), or None
+    dropped: object  # (B, h, T, S) the weights after dropout (the same array without dropout)
+
+
+def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
+    """Attention of every query over every key, per batch element and head.
+
+    Args:
+        q: ``(B, h, T, d_k)`` float32/float64 queries.
+        k: ``(B, h, S, d_k)`` keys, same dtype.
+        v: ``(B, h, S, d_v)`` values, same dtype.
+        mask: bool (True = not allowed) or float (added to the scores), broadcastable
+            to ``(B, h, T, S)``; ``None`` for no mask.
+        dropout_p: probability of dropping a weight (0 disables dropout).
+        rng: ``numpy.random.Generator`` for the dropout mask (drawn on the host).
+
+    Returns:
+        ``(out, weights, cache)``: ``out`` ``(B, h, T, d_v)``; ``weights``
+        ``(B, h, T, S)`` *before* dropout (each row sums to 1, or 0 if fully masked).
+
+    Raises:
+        ValueError: shapes disagree, or ``dropout_p`` is outside [0, 1).
+    """
+    xp = get_array_module(q, k, v, mask)
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit together")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"attention: dropout_p must be in [0, 1), got {dropout_p}")
+    scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
+    # 1. similarity of every query with every key
+    scores = q @ k.swapaxes(-1, -2)  # (B, h, T, S)
+    # 2. scale by 1/sqrt(d_k), in place on the fresh GEMM result
+    scores *= scale
+    # 3. a float mask is added; a bool mask is applied inside the softmax
+    bool_mask = None
+    if mask is not None and mask.dtype == bool:
+        bool_mask = mask
+    elif mask is not None:
+        scores += mask.astype(scores.dtype, copy=False)
+    weights, sm_cache = softmax_forward(scores, bool_mask, overwrite_input=True)  # (B, h, T, S)
+    # 4. dropout on the weights, rescaled by 1/(1-p) so the expectation is kept
+    keep, dropped = None, weights
+    if dropout_p > 0.0:
+        if rng is None:
+            raise ValueError("attention: dropout_p > 0 needs rng, a numpy.random.Generator")
+        keep_host = (rng.random(weights.shape) >= dropout_p) / (1.0 - dropout_p)
+        keep = xp.asarray(keep_host, dtype=weights.dtype)  # host -> device of the inputs
+        dropped = weights * keep
+    # 5. weighted sum of the values
+    out = dropped @ v  # (B, h, T, d_v)
+    return out, weights, AttentionCache(q, k, v, scale, sm_cache, keep, dropped)
+
+
+def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
+    """Gradients of :func:`scaled_dot_product_attention_forward`.
+
+    Args:
+        dout: ``(B, h, T, d_v)`` upstream gradient.
+
+    Returns:
+        ``(dq, dk, dv)`` with the shapes of ``q``, ``k``, ``v``.
+    """
+    q, k, v, scale, sm_cache, keep, dropped = cache
+    # step 5 was: out = dropped @ v
+    ddropped = dout @ v.swapaxes(-1, -2)  # (B, h, T, S)
+    dv = dropped.swapaxes(-1, -2) @ dout  # (B, h, S, d_v)
+    # step 4 was: dropout -> the same kept entries, the same rescaling
+    dweights = ddropped * keep if keep is not None else ddropped
+    # step 3 was: mask + softmax -> masked entries get zero gradient
+    dscores = softmax_backward(dweights, sm_cache)  # (B, h, T, S)
+    # step 2 was: * scale (dscores is our own array, so scale it in place)
+    dscores *= scale
+    # step 1 was: q @ k^T
+    dq = dscores @ k  # (B, h, T, d_k)
+    dk = dscores.swapaxes(-1, -2) @ q  # (B, h, S, d_k)
+    return dq, dk, dv

@@ -1,0 +1,80 @@
+"""Masks in torch's convention, and the checks that make them fit.
+
+``attn_mask``: bool (True = not allowed) or float (added to the scores), shape
+``(T, S)``, torch's ``(B*h, T, S)``, or anything broadcastable to
+``(B, h, T, S)``. ``key_padding_mask``: ``(B, S)``, bool True = padding, or
+float (added). See :mod:`mhattn.functional.attention` for a picture.
+"""
+
+from __future__ import annotations
+
+from mhattn.backend import broadcast_shapes, get_array_module
+
+
+def causal_mask(T: int, S: int | None = None, xp=None):
+    """Bool ``(T, S)`` mask, True above the diagonal: query t may see keys 0..t only.
+
+    Args:
+        T: number of queries; S: number of keys (default ``T``).
+        xp: array module for the result (default: the current backend's).
+
+    Raises:
+        ValueError: ``T`` or ``S`` is not a positive integer.
+    """
+    from mhattn.backend import xp as current
+
+    S = T if S is None else S
+    for name, n in (("T", T), ("S", S)):
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"causal_mask: {name} must be a positive int, got {n!r}")
+    xp = xp or current()
+    return xp.triu(xp.ones((T, S), dtype=bool), k=1)  # (T, S)
+
+
+def _check_kind(name, m):
+    if m.dtype != bool and m.dtype.kind != "f":
+        raise TypeError(f"{name} must be bool (True = not allowed) or float (added), got dtype {m.dtype}")
+
+
+def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dtype):
+    """One mask broadcastable to ``(B, h, T, S)`` from ``attn_mask`` and ``key_padding_mask``.
+
+    Two bool masks are OR-ed (stays bool: masked scores are replaced). If either
+    is float, the result is float: bool entries become ``-inf`` (weight exactly 0).
+
+    Returns:
+        ``None``, or a bool/``dtype`` array broadcastable to ``(B, h, T, S)``.
+
+    Raises:
+        TypeError: a mask is neither bool nor float.
+        ValueError: a mask's shape does not fit ``(B, h, T, S)`` / ``(B, S)``.
+    """
+    xp = get_array_module(attn_mask, key_padding_mask)
+    masks = []
+    if attn_mask is not None:
+        _check_kind("attn_mask", attn_mask)
+        if attn_mask.ndim == 3 and attn_mask.shape == (B * h, T, S):
+            attn_mask = attn_mask.reshape(B, h, T, S)  # torch's (B*h, T, S) layout
+        try:
+            ok = attn_mask.ndim <= 4 and broadcast_shapes(attn_mask.shape, (B, h, T, S)) == (B, h, T, S)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"attn_mask has shape {attn_mask.shape}; expected (T, S)=({T}, {S}), "
+                f"(B*h, T, S)=({B * h}, {T}, {S}) or a shape broadcastable to (B, h, T, S)=({B}, {h}, {T}, {S})"
+            )
+        masks.append(attn_mask)
+    if key_padding_mask is not None:
+        _check_kind("key_padding_mask", key_padding_mask)
+        if key_padding_mask.shape != (B, S):
+            raise ValueError(f"key_padding_mask has shape {key_padding_mask.shape}; expected (B, S)=({B}, {S})")
+        masks.append(key_padding_mask.reshape(B, 1, 1, S))
+    if not masks:
+        return None
+    if all(m.dtype == bool for m in masks):
+        return masks[0] if len(masks) == 1 else masks[0] | masks[1]
+    out = 0
+    for m in masks:
+        out = out + (xp.where(m, -xp.inf, 0.0) if m.dtype == bool else m).astype(dtype, copy=False)
+    return out

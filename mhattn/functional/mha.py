@@ -1,0 +1,153 @@
+"""Multi-head attention: the textbook steps composed, with nested caches.
+
+Vaswani et al. 2017, §3.2.2:
+``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O`` with
+``head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i)``. Storing all W^Q_i side by side
+as one ``(d_model, d_model)`` matrix turns h small projections into one GEMM
+followed by a split. The head mask ξ (Michel et al. 2019, eq. 2) scales each
+head's output before the concat.
+
+Forward steps (numbered; the backward undoes them in reverse)::
+
+    1. Q, K, V = query W_q + b_q, key W_k + b_k, value W_v + b_v   (B, T|S, d_model)
+    2. split:   q, k, v                                              (B, h, T|S, d_k)
+    3. per-head attention                                            (B, h, T, d_k)
+    4. head mask: head_i *= ξ_i                                      (B, h, T, d_k)
+    5. concat                                                        (B, T, d_model)
+    6. out = concat W_o + b_o                                        (B, T, d_model)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from mhattn.backend import get_array_module
+from mhattn.functional.attention import (
+    AttentionCache,
+    scaled_dot_product_attention_backward,
+    scaled_dot_product_attention_forward,
+)
+from mhattn.functional.checks import check_mha_inputs
+from mhattn.functional.heads import (
+    HeadsCache,
+    combine_heads_backward,
+    combine_heads_forward,
+    split_heads_backward,
+    split_heads_forward,
+)
+from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
+from mhattn.functional.masks import merge_masks
+
+PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
+
+
+class MHACache(NamedTuple):
+    proj: tuple[LinearCache, LinearCache, LinearCache]  # step 1, for Q, K, V
+    split: HeadsCache  # step 2
+    attention: AttentionCache  # step 3
+    heads: object  # (B, h, T, d_k) step-3 output, kept for d(head_mask)
+    head_mask: object  # (h,) or (B, h), or None
+    out_proj: LinearCache  # step 6
+
+
+def _project_qkv(query, key, value, params):
+    """Step 1. Self-attention (one array for all three) uses one fused GEMM."""
+    W_q, W_k, W_v = params["W_q"], params["W_k"], params["W_v"]
+    b_q, b_k, b_v = params.get("b_q"), params.get("b_k"), params.get("b_v")
+    if key is query and value is query:
+        xp = get_array_module(query)
+        W_qkv = xp.concatenate([W_q, W_k, W_v], axis=1)  # (d_model, 3 d_model)
+        b_qkv = None if b_q is None else xp.concatenate([b_q, b_k, b_v])
+        qkv, _ = linear_forward(query, W_qkv, b_qkv)  # (B, T, 3 d_model)
+        Q, K, V = (qkv[..., i * W_q.shape[1] : (i + 1) * W_q.shape[1]] for i in range(3))
+    else:
+        Q, _ = linear_forward(query, W_q, b_q)  # (B, T, d_model)
+        K, _ = linear_forward(key, W_k, b_k)  # (B, S, d_model)
+        V, _ = linear_forward(value, W_v, b_v)  # (B, S, d_model)
+    caches = tuple(LinearCache(x, W, b is not None) for x, W, b in ((query, W_q, b_q), (key, W_k, b_k), (value, W_v, b_v)))
+    return (Q, K, V), caches
+
+
+def multi_head_attention_forward(
+    query, key, value, params, num_heads, *, attn_mask=None, key_padding_mask=None, head_mask=None, dropout_p=0.0, rng=None
+):
+    """Multi-head attention forward pass, batch first.
+
+    Args:
+        query: ``(B, T, d_model)`` float32/float64.
+        key: ``(B, S, kdim)``; value: ``(B, S, vdim)``; pass ``query`` itself for self-attention.
+        params: mapping with ``W_q (d_model, d_model)``, ``W_k (kdim, d_model)``,
+            ``W_v (vdim, d_model)``, ``W_o (d_model, d_model)`` and optionally
+            ``b_q, b_k, b_v, b_o (d_model,)``; all of the inputs' dtype.
+        num_heads: h; ``d_k = d_model // h``.
+        attn_mask: see :mod:`mhattn.functional.masks`; key_padding_mask: ``(B, S)``.
+        head_mask: ``(h,)`` or ``(B, h)`` multipliers ξ on each head's output.
+        dropout_p, rng: dropout on the attention weights (see attention.py).
+
+    Returns:
+        ``(out, weights, cache)``: ``out`` ``(B, T, d_model)``; ``weights``
+        ``(B, h, T, S)`` per head, before dropout.
+
+    Raises:
+        TypeError, ValueError: see :func:`mhattn.functional.checks.check_mha_inputs`
+        and :func:`mhattn.functional.masks.merge_masks`.
+    """
+    check_mha_inputs(query, key, value, params, num_heads, head_mask)
+    B, T, S = query.shape[0], query.shape[1], key.shape[1]
+    mask = merge_masks(attn_mask, key_padding_mask, B, num_heads, T, S, query.dtype)
+    # 1. the three projections
+    (Q, K, V), proj = _project_qkv(query, key, value, params)  # (B, T|S, d_model)
+    # 2. split d_model into h heads of d_k
+    q, split = split_heads_forward(Q, num_heads)  # (B, h, T, d_k)
+    k, _ = split_heads_forward(K, num_heads)  # (B, h, S, d_k)
+    v, _ = split_heads_forward(V, num_heads)  # (B, h, S, d_k)
+    # 3. scaled dot-product attention in every head at once
+    heads, weights, att = scaled_dot_product_attention_forward(q, k, v, mask, dropout_p, rng)  # (B, h, T, d_k)
+    # 4. the head mask ξ scales each head's output
+    masked = heads
+    if head_mask is not None:
+        masked = heads * head_mask.reshape(*head_mask.shape, 1, 1)  # (B|1, h, 1, 1) broadcast
+    # 5. concat
+    concat, _ = combine_heads_forward(masked)  # (B, T, d_model)
+    # 6. output projection
+    out, out_proj = linear_forward(concat, params["W_o"], params.get("b_o"))  # (B, T, d_model)
+    return out, weights, MHACache(proj, split, att, heads, head_mask, out_proj)
+
+
+def multi_head_attention_backward(dout, cache: MHACache):
+    """Gradients of :func:`multi_head_attention_forward`.
+
+    Args:
+        dout: ``(B, T, d_model)`` upstream gradient.
+
+    Returns:
+        ``(dquery, dkey, dvalue, grads, dhead_mask)``: input gradients with the
+        inputs' shapes (for self-attention add the three); ``grads`` maps each
+        name in ``params`` to its gradient; ``dhead_mask`` has the head mask's
+        shape, or is ``None`` without one.
+    """
+    grads = {}
+    # step 6 was: out = concat W_o + b_o
+    dconcat, grads["W_o"], db_o = linear_backward(dout, cache.out_proj)  # (B, T, d_model)
+    # step 5 was: concat -> split the gradient back into heads
+    dmasked = combine_heads_backward(dconcat, cache.split)  # (B, h, T, d_k)
+    # step 4 was: heads * ξ -> dξ = <dmasked, heads> per head; dheads = dmasked * ξ
+    dhead_mask, dheads = None, dmasked
+    if cache.head_mask is not None:
+        xi = cache.head_mask
+        dhead_mask = (dmasked * cache.heads).sum(axis=(2, 3))  # (B, h)
+        if xi.ndim == 1:
+            dhead_mask = dhead_mask.sum(axis=0)  # (h,)
+        dheads = dmasked * xi.reshape(*xi.shape, 1, 1)
+    # step 3 was: scaled dot-product attention
+    dq, dk, dv = scaled_dot_product_attention_backward(dheads, cache.attention)  # (B, h, T|S, d_k)
+    # step 2 was: split into heads -> concat the head gradients
+    dQ, dK, dV = (split_heads_backward(d, cache.split) for d in (dq, dk, dv))  # (B, T|S, d_model)
+    # step 1 was: the three projections
+    dquery, grads["W_q"], db_q = linear_backward(dQ, cache.proj[0])
+    dkey, grads["W_k"], db_k = linear_backward(dK, cache.proj[1])
+    dvalue, grads["W_v"], db_v = linear_backward(dV, cache.proj[2])
+    for name, db in (("b_q", db_q), ("b_k", db_k), ("b_v", db_v), ("b_o", db_o)):
+        if db is not None:
+            grads[name] = db
+    return dquery, dkey, dvalue, grads, dhead_mask

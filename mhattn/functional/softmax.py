@@ -1,0 +1,75 @@
+"""Step 3b: the row-wise softmax that turns scores into attention weights.
+
+Vaswani et al. 2017, eq. (1): ``softmax(Q K^T / sqrt(d_k))``. Stable: the row
+maximum is subtracted first, so ``exp`` never overflows. A masked entry is
+*replaced* (its weight is exactly 0, so it has no influence at all). A row
+with no allowed entry gets all-zero weights and zero gradients, where torch's
+eager path gives NaN (pytorch/pytorch#41508).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from mhattn.backend import broadcast_shapes, get_array_module
+
+
+class SoftmaxCache(NamedTuple):
+    probs: object  # (..., S) the forward output; the backward needs only this
+
+
+def softmax_forward(scores, mask=None, *, overwrite_input: bool = False):
+    """Softmax over the last axis with an optional boolean mask.
+
+    Args:
+        scores: ``(..., S)`` float32/float64 logits; ``-inf`` entries count as masked.
+        mask: bool, broadcastable to ``scores``; True = not allowed (torch's convention).
+        overwrite_input: reuse ``scores``' memory for the result (callers that own it).
+
+    Returns:
+        ``(probs, cache)``; ``probs`` has the shape and dtype of ``scores``, rows sum
+        to 1 (or to 0 for a row with nothing allowed).
+
+    Raises:
+        TypeError: ``mask`` is not boolean.
+        ValueError: ``mask`` does not broadcast to ``scores``' shape.
+    """
+    xp = get_array_module(scores, mask)
+    if mask is not None and mask.dtype != bool:
+        raise TypeError(f"softmax: mask must be boolean (True = not allowed), got dtype {mask.dtype}")
+    if mask is not None and broadcast_shapes(mask.shape, scores.shape) != scores.shape:
+        raise ValueError(f"softmax: mask of shape {mask.shape} does not broadcast to scores {scores.shape}")
+    # 1. masked entries are replaced by -inf, so exp gives exactly 0
+    if mask is not None:
+        z = xp.where(mask, -xp.inf, scores).astype(scores.dtype, copy=False)
+    else:
+        z = scores if overwrite_input else scores.copy()
+    # 2. subtract the row maximum (a row that is all -inf uses 0 instead)
+    m = z.max(axis=-1, keepdims=True)  # (..., 1)
+    m[~xp.isfinite(m)] = 0
+    z -= m
+    # 3. exponentiate in place
+    xp.exp(z, out=z)
+    # 4. normalise; an all-masked row has sum 0 and stays all 0
+    s = z.sum(axis=-1, keepdims=True)  # (..., 1)
+    s[s == 0] = 1
+    z /= s
+    return z, SoftmaxCache(z)
+
+
+def softmax_backward(dprobs, cache: SoftmaxCache):
+    """Jacobian-vector product of the softmax: ``dz = p * (dp - sum(dp * p))``.
+
+    Args:
+        dprobs: ``(..., S)`` upstream gradient.
+        cache: from :func:`softmax_forward`.
+
+    Returns:
+        ``dscores``, ``(..., S)``, dtype of ``dprobs``; 0 at masked entries.
+    """
+    p = cache.probs
+    # steps 4-1 together: the full Jacobian diag(p) - p p^T applied to dprobs
+    dot = (dprobs * p).sum(axis=-1, keepdims=True)  # (..., 1)
+    dz = dprobs - dot
+    dz *= p
+    return dz

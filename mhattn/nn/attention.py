@@ -1,0 +1,170 @@
+"""``MultiHeadAttention``: a thin stateful wrapper around the functional steps.
+
+It holds ``params``, ``grads`` and the last forward's cache, and calls
+:func:`mhattn.functional.multi_head_attention_forward` / ``_backward``.
+Vaswani et al. 2017, §3.2.2; head mask ξ from Michel et al. 2019.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mhattn.backend import get_array_module
+from mhattn.functional.mha import multi_head_attention_backward, multi_head_attention_forward
+from mhattn.nn.init import init_mha_params
+from mhattn.nn.torch_io import params_from_torch, params_to_torch
+
+
+def _positive_int(name, n):
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"{name} must be a positive integer, got {n!r}")
+    return int(n)
+
+
+class MultiHeadAttention:
+    """Multi-head attention with hand-written backward, batch first.
+
+    Args:
+        d_model: model width (the paper's d_model, torch's ``embed_dim``).
+        num_heads: h; ``d_k = d_model // h``.
+        kdim, vdim: feature sizes of ``key`` and ``value`` (default ``d_model``).
+        bias: learn ``b_q, b_k, b_v, b_o``.
+        dropout: probability of dropping an attention weight when ``training=True``.
+        dtype: "float32" or "float64" for every parameter, output and gradient.
+        seed: seeds both the initialisation and the dropout generator.
+
+    Attributes:
+        params: ``W_q (d_model, d_model)``, ``W_k (kdim, d_model)``, ``W_v (vdim, d_model)``,
+            ``W_o (d_model, d_model)``, and with ``bias`` ``b_q, b_k, b_v, b_o (d_model,)``.
+            Initialised as torch does (see :mod:`mhattn.nn.init`).
+        grads: the same keys after :meth:`backward`, plus ``"head_mask"`` when one was given.
+
+    Raises:
+        ValueError: ``d_model`` not divisible by ``num_heads``, a non-positive size,
+            ``dropout`` outside [0, 1), or a dtype other than float32/float64.
+    """
+
+    def __init__(self, d_model, num_heads, kdim=None, vdim=None, bias=True, dropout=0.0, dtype="float32", seed=None):
+        self.d_model = _positive_int("d_model", d_model)
+        self.num_heads = _positive_int("num_heads", num_heads)
+        if self.d_model % self.num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.kdim = _positive_int("kdim", d_model if kdim is None else kdim)
+        self.vdim = _positive_int("vdim", d_model if vdim is None else vdim)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+        self.d_k = self.d_model // self.num_heads
+        self.bias, self.dropout = bool(bias), float(dropout)
+        init_seed, dropout_seed = np.random.SeedSequence(seed).spawn(2)
+        self.params = init_mha_params(self.d_model, self.kdim, self.vdim, self.bias, self.dtype, np.random.default_rng(init_seed))
+        self.rng = np.random.default_rng(dropout_seed)  # dropout masks, drawn on the host
+        self.grads = {}
+        self._cache = None
+
+    def forward(
+        self,
+        query,
+        key=None,
+        value=None,
+        *,
+        attn_mask=None,
+        key_padding_mask=None,
+        need_weights=True,
+        average_attn_weights=True,
+        head_mask=None,
+        training=False,
+    ):
+        """Attend from ``query`` to ``key``/``value`` and remember what backward needs.
+
+        Args:
+            query: ``(B, T, d_model)``, the module's dtype.
+            key: ``(B, S, kdim)``; ``None`` means self-attention (``key = value = query``).
+            value: ``(B, S, vdim)``; ``None`` means ``value = key``.
+            attn_mask: bool (True = not allowed) or float (added to the scores); ``(T, S)``,
+                torch's ``(B*h, T, S)``, or broadcastable to ``(B, h, T, S)``.
+            key_padding_mask: ``(B, S)``, bool True = padding, or float (added).
+            need_weights: return attention weights (else ``None``).
+            average_attn_weights: average the weights over heads.
+            head_mask: ``(h,)`` or ``(B, h)`` multipliers ξ on each head's output.
+            training: apply dropout to the attention weights.
+
+        Returns:
+            ``(out, weights)``: ``out`` ``(B, T, d_model)``; ``weights`` ``(B, T, S)``
+            averaged over heads, ``(B, h, T, S)`` per head, or ``None``. Weights are
+            taken *before* dropout, so rows sum to 1 (torch returns them after dropout).
+            A query with no allowed key gets all-zero weights, so its output is ``b_o``
+            (torch gives NaN there, pytorch/pytorch#41508).
+
+        Raises:
+            TypeError: non-float input, dtype unlike the parameters', NumPy/CuPy mixed.
+            ValueError: wrong rank, trailing dimension, batch size or mask shape.
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        p = self.dropout if training else 0.0
+        out, weights, self._cache = multi_head_attention_forward(
+            query, key, value, self.params, self.num_heads,
+            attn_mask=attn_mask, key_padding_mask=key_padding_mask, head_mask=head_mask,
+            dropout_p=p, rng=self.rng,
+        )  # fmt: skip
+        if not need_weights:
+            return out, None
+        return out, (weights.mean(axis=1) if average_attn_weights else weights)
+
+    __call__ = forward
+
+    def backward(self, dout):
+        """Back-propagate ``dout`` ``(B, T, d_model)`` through the last :meth:`forward`.
+
+        Fills :attr:`grads` (fresh arrays; parameters are not touched).
+
+        Returns:
+            ``(dquery, dkey, dvalue)`` with the inputs' shapes; for self-attention
+            the gradient of the one input is their sum.
+
+        Raises:
+            RuntimeError: no forward has run yet.
+            ValueError / TypeError: ``dout`` does not match the output's shape or dtype.
+        """
+        if self._cache is None:
+            raise RuntimeError("backward() called before forward(): there is nothing to differentiate")
+        shape = self._cache.out_proj.x.shape
+        get_array_module(dout, self._cache.out_proj.x)
+        if getattr(dout, "shape", None) != shape:
+            raise ValueError(f"dout must have the output's shape {shape}, got {getattr(dout, 'shape', type(dout))}")
+        if dout.dtype != self.dtype:
+            raise TypeError(f"dout has dtype {dout.dtype}, expected {self.dtype}")
+        dquery, dkey, dvalue, grads, dhead_mask = multi_head_attention_backward(dout, self._cache)
+        if dhead_mask is not None:
+            grads["head_mask"] = dhead_mask
+        self.grads = grads
+        return dquery, dkey, dvalue
+
+    def num_parameters(self) -> int:
+        """Number of learned scalars: ``4 d_model^2 + 4 d_model`` with bias when kdim = vdim = d_model."""
+        return int(sum(p.size for p in self.params.values()))
+
+    def load_torch_state_dict(self, mapping):
+        """Load ``torch.nn.MultiheadAttention.state_dict()``-named arrays (torch not imported).
+
+        Accepts ``in_proj_weight``/``in_proj_bias`` or ``q_proj_weight``/``k_proj_weight``/
+        ``v_proj_weight``, and ``out_proj.weight``/``out_proj.bias``; values may be NumPy
+        arrays, CuPy arrays or CPU tensors. Parameters change only if every entry fits.
+
+        Raises:
+            KeyError: a needed name is missing. ValueError: a shape does not fit.
+        """
+        self.params = params_from_torch(mapping, self.d_model, self.kdim, self.vdim, self.bias, self.dtype)
+
+    def to_torch_state_dict(self):
+        """The parameters under torch's names, as host NumPy arrays (inverse of :meth:`load_torch_state_dict`)."""
+        return params_to_torch(self.params, self.d_model, self.kdim, self.vdim)
+
+    def __repr__(self):
+        return (
+            f"MultiHeadAttention(d_model={self.d_model}, num_heads={self.num_heads}, kdim={self.kdim}, "
+            f"vdim={self.vdim}, bias={self.bias}, dropout={self.dropout}, dtype='{self.dtype}')"
+        )

@@ -1,0 +1,71 @@
+"""Reading and writing torch.nn.MultiheadAttention state dicts without importing torch.
+
+torch stores weights ``(out, in)`` and uses ``x @ W.T``; mhattn stores ``(in, out)``
+and uses ``x @ W``, so every weight is transposed on the way in and out. The
+packed ``in_proj_weight`` ``(3 d_model, d_model)`` holds W_q, W_k, W_v as row blocks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mhattn.backend import asarray, to_numpy
+
+
+def _host(v):
+    if hasattr(v, "detach"):  # a torch tensor, duck-typed
+        v = v.detach().cpu().numpy()
+    return to_numpy(v)
+
+
+def params_from_torch(mapping, d_model, kdim, vdim, bias, dtype):
+    """mhattn ``params`` (on the current backend) from a torch-named mapping of arrays.
+
+    Raises:
+        KeyError: a needed name is missing (the message lists what is there).
+        ValueError: an array has the wrong shape, or the mapping uses
+            ``bias_k``/``bias_v`` (``add_bias_kv``), which mhattn does not support.
+    """
+    m = {k: _host(v) for k, v in mapping.items()}
+    if "bias_k" in m or "bias_v" in m:
+        raise ValueError("state dict has bias_k/bias_v (add_bias_kv=True), which mhattn does not support")
+
+    def take(name, shape):
+        if name not in m:
+            raise KeyError(f"state dict has no {name!r}; it has {sorted(m)}")
+        if m[name].shape != shape:
+            raise ValueError(f"{name} has shape {m[name].shape}, expected {shape}")
+        return m[name].astype(dtype)
+
+    if "in_proj_weight" in m:
+        w = take("in_proj_weight", (3 * d_model, d_model))
+        if not kdim == vdim == d_model:
+            raise ValueError(f"in_proj_weight needs kdim == vdim == d_model, but kdim={kdim}, vdim={vdim}, d_model={d_model}")
+        W = {"W_q": w[:d_model].T, "W_k": w[d_model : 2 * d_model].T, "W_v": w[2 * d_model :].T}
+    else:
+        W = {
+            "W_q": take("q_proj_weight", (d_model, d_model)).T,
+            "W_k": take("k_proj_weight", (d_model, kdim)).T,
+            "W_v": take("v_proj_weight", (d_model, vdim)).T,
+        }
+    W["W_o"] = take("out_proj.weight", (d_model, d_model)).T
+    if bias:
+        b = take("in_proj_bias", (3 * d_model,))
+        W.update(b_q=b[:d_model], b_k=b[d_model : 2 * d_model], b_v=b[2 * d_model :], b_o=take("out_proj.bias", (d_model,)))
+    return {k: asarray(np.ascontiguousarray(v)) for k, v in W.items()}
+
+
+def params_to_torch(params, d_model, kdim, vdim):
+    """The inverse of :func:`params_from_torch`: torch names -> host NumPy arrays."""
+    p = {k: to_numpy(v) for k, v in params.items()}
+    out = {}
+    if kdim == vdim == d_model:
+        out["in_proj_weight"] = np.concatenate([p["W_q"].T, p["W_k"].T, p["W_v"].T])
+    else:
+        out.update(q_proj_weight=p["W_q"].T.copy(), k_proj_weight=p["W_k"].T.copy(), v_proj_weight=p["W_v"].T.copy())
+    if "b_q" in p:
+        out["in_proj_bias"] = np.concatenate([p["b_q"], p["b_k"], p["b_v"]])
+    out["out_proj.weight"] = p["W_o"].T.copy()
+    if "b_o" in p:
+        out["out_proj.bias"] = p["b_o"].copy()
+    return out

@@ -1,0 +1,39 @@
+"""Matplotlib figures shared by the notebooks and the command line (matplotlib is optional)."""
+
+from __future__ import annotations
+
+from mhattn.backend import to_numpy
+
+
+def attention_heatmaps(weights, tokens=None, title=None, ncols=4):
+    """One heatmap per head.
+
+    Args:
+        weights: ``(h, T, S)`` attention weights (rows: queries, columns: keys).
+        tokens: optional list of S token strings for the axis labels (used when T == S).
+
+    Returns:
+        The matplotlib ``Figure``.
+    """
+    import matplotlib.pyplot as plt
+
+    w = to_numpy(weights)
+    h = w.shape[0]
+    nrows = -(-h // ncols)
+    fig, axes = plt.subplots(nrows, min(ncols, h), figsize=(3.2 * min(ncols, h), 3.2 * nrows), squeeze=False)
+    for i, ax in enumerate(axes.flat):
+        if i >= h:
+            ax.axis("off")
+            continue
+        ax.imshow(w[i], vmin=0.0, vmax=1.0, cmap="viridis")
+        ax.set_title(f"head {i}", fontsize=9)
+        if tokens is not None and len(tokens) == w.shape[2]:
+            ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=6)
+            ax.set_yticks(range(len(tokens)), tokens, fontsize=6)
+        else:
+            ax.set_xticks([])
+            ax.set_yticks([])
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

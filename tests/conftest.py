@@ -1,0 +1,35 @@
+"""Shared fixtures: every backend test runs on NumPy, and on CuPy where a GPU is there."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mhattn
+
+
+def _cupy_ok() -> bool:
+    try:
+        import cupy
+
+        return bool(cupy.is_available())
+    except Exception:
+        return False
+
+
+BACKENDS = [
+    "numpy",
+    pytest.param("cupy", marks=pytest.mark.skipif(not _cupy_ok(), reason="CuPy with a CUDA device is not available")),
+]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    """Runs the test under each backend; yields the array module (numpy or cupy)."""
+    with mhattn.use_backend(request.param):
+        yield mhattn.backend.xp()
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
