@@ -99,8 +99,12 @@ def get_array_module(*arrays) -> ModuleType:
     return _cupy() if "cupy" in kinds else np
 
 
-# Shape arithmetic needs no device: the functional code uses NumPy's through here.
-broadcast_shapes = np.broadcast_shapes
+def broadcasts_to(shape, target) -> bool:
+    """Whether an array of ``shape`` broadcasts to exactly ``target`` (shape arithmetic, no device)."""
+    try:
+        return len(shape) <= len(target) and np.broadcast_shapes(shape, target) == tuple(target)
+    except ValueError:
+        return False
 
 
 def to_numpy(x):

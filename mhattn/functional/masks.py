@@ -8,7 +8,7 @@ float (added). See :mod:`mhattn.functional.attention` for a picture.
 
 from __future__ import annotations
 
-from mhattn.backend import broadcast_shapes, get_array_module
+from mhattn.backend import broadcasts_to, get_array_module
 
 
 def causal_mask(T: int, S: int | None = None, xp=None):
@@ -55,11 +55,7 @@ def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dty
         _check_kind("attn_mask", attn_mask)
         if attn_mask.ndim == 3 and attn_mask.shape == (B * h, T, S):
             attn_mask = attn_mask.reshape(B, h, T, S)  # torch's (B*h, T, S) layout
-        try:
-            ok = attn_mask.ndim <= 4 and broadcast_shapes(attn_mask.shape, (B, h, T, S)) == (B, h, T, S)
-        except ValueError:
-            ok = False
-        if not ok:
+        if not broadcasts_to(attn_mask.shape, (B, h, T, S)):
             raise ValueError(
                 f"attn_mask has shape {attn_mask.shape}; expected (T, S)=({T}, {S}), "
                 f"(B*h, T, S)=({B * h}, {T}, {S}) or a shape broadcastable to (B, h, T, S)=({B}, {h}, {T}, {S})"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import broadcast_shapes, get_array_module
+from mhattn.backend import broadcasts_to, get_array_module
 
 
 class SoftmaxCache(NamedTuple):
@@ -37,7 +37,7 @@ def softmax_forward(scores, mask=None, *, overwrite_input: bool = False):
     xp = get_array_module(scores, mask)
     if mask is not None and mask.dtype != bool:
         raise TypeError(f"softmax: mask must be boolean (True = not allowed), got dtype {mask.dtype}")
-    if mask is not None and broadcast_shapes(mask.shape, scores.shape) != scores.shape:
+    if mask is not None and not broadcasts_to(mask.shape, scores.shape):
         raise ValueError(f"softmax: mask of shape {mask.shape} does not broadcast to scores {scores.shape}")
     # 1. masked entries are replaced by -inf, so exp gives exactly 0
     if mask is not None:

@@ -1,0 +1,169 @@
+"""Bad input gets a clear error with the numbers in it, and nothing is mutated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mhattn
+from mhattn import MultiHeadAttention
+from mhattn import functional as F
+
+
+@pytest.fixture
+def mod():
+    return MultiHeadAttention(8, 2, dtype="float64", seed=0)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(d_model=10, num_heads=3), r"d_model=10 is not divisible by num_heads=3"),
+        (dict(d_model=0, num_heads=1), r"d_model must be a positive integer, got 0"),
+        (dict(d_model=8, num_heads=2, dropout=1.0), r"dropout must be in \[0, 1\), got 1.0"),
+        (dict(d_model=8, num_heads=2, dtype="int32"), r"dtype must be float32 or float64, got 'int32'"),
+    ],
+)
+def test_constructor_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        MultiHeadAttention(**kwargs)
+
+
+def test_wrong_trailing_dimension(mod):
+    with pytest.raises(ValueError, match=r"query has trailing dimension 7, but W_q expects 8"):
+        mod(np.zeros((2, 3, 7)))
+    with pytest.raises(ValueError, match=r"key has trailing dimension 5, but W_k expects 8"):
+        mod(np.zeros((2, 3, 8)), np.zeros((2, 4, 5)))
+
+
+def test_wrong_rank(mod):
+    with pytest.raises(ValueError, match=r"query must be 3-D \(B, L, E\) \(batch first\), got shape \(3, 8\)"):
+        mod(np.zeros((3, 8)))
+
+
+def test_batch_and_length_mismatch(mod):
+    with pytest.raises(ValueError, match=r"batch/length mismatch"):
+        mod(np.zeros((2, 3, 8)), np.zeros((2, 4, 8)), np.zeros((2, 5, 8)))
+    with pytest.raises(ValueError, match=r"batch/length mismatch"):
+        mod(np.zeros((2, 3, 8)), np.zeros((1, 4, 8)))
+
+
+def test_integer_input(mod):
+    with pytest.raises(TypeError, match=r"query must be a float32 or float64 array, got int64"):
+        mod(np.zeros((2, 3, 8), dtype=np.int64))
+    with pytest.raises(TypeError, match=r"query must be a float32 or float64 array, got list"):
+        mod([[[0.0] * 8]])
+
+
+def test_dtype_mismatch(mod):
+    with pytest.raises(TypeError, match=r"query has dtype float32 but the parameters are float64"):
+        mod(np.zeros((2, 3, 8), dtype=np.float32))
+
+
+@pytest.mark.parametrize(
+    "mask,match",
+    [
+        (np.zeros((3, 5), bool), r"attn_mask has shape \(3, 5\); expected \(T, S\)=\(3, 4\)"),
+        (np.zeros((2, 3, 3, 4), bool), r"attn_mask has shape \(2, 3, 3, 4\)"),
+        (np.zeros((1, 1, 1, 3, 4), bool), r"attn_mask has shape \(1, 1, 1, 3, 4\)"),
+        (np.zeros((3, 4), np.int64), r"attn_mask must be bool .* or float .*, got dtype int64"),
+    ],
+)
+def test_attn_mask_errors(mod, mask, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        mod(np.zeros((2, 3, 8)), np.zeros((2, 4, 8)), attn_mask=mask)
+
+
+def test_key_padding_mask_errors(mod):
+    with pytest.raises(ValueError, match=r"key_padding_mask has shape \(2, 3\); expected \(B, S\)=\(2, 4\)"):
+        mod(np.zeros((2, 3, 8)), np.zeros((2, 4, 8)), key_padding_mask=np.zeros((2, 3), bool))
+
+
+def test_head_mask_errors(mod):
+    with pytest.raises(ValueError, match=r"head_mask has shape \(3,\); expected \(h,\)=\(2,\) or \(B, h\)=\(2, 2\)"):
+        mod(np.zeros((2, 3, 8)), head_mask=np.ones(3))
+
+
+def test_torch_mask_layout_b_times_h_is_accepted(mod, rng):
+    x = rng.standard_normal((2, 3, 8))
+    m = rng.random((2, 2, 3, 3)) < 0.3
+    a, _ = mod(x, attn_mask=m)
+    b, _ = mod(x, attn_mask=m.reshape(4, 3, 3))
+    np.testing.assert_array_equal(a, b)
+
+
+def test_backward_before_forward(mod):
+    with pytest.raises(RuntimeError, match=r"backward\(\) called before forward\(\)"):
+        mod.backward(np.zeros((2, 3, 8)))
+
+
+def test_backward_with_wrong_dout(mod):
+    mod(np.zeros((2, 3, 8)))
+    with pytest.raises(ValueError, match=r"dout must have the output's shape \(2, 3, 8\), got \(2, 3, 7\)"):
+        mod.backward(np.zeros((2, 3, 7)))
+    with pytest.raises(TypeError, match=r"dout has dtype float32, expected float64"):
+        mod.backward(np.zeros((2, 3, 8), np.float32))
+
+
+def test_state_dict_errors_leave_parameters_alone(mod):
+    before = {k: v.copy() for k, v in mod.params.items()}
+    sd = mod.to_torch_state_dict()
+    bad_shape = dict(sd, **{"out_proj.weight": np.zeros((8, 7))})
+    with pytest.raises(ValueError, match=r"out_proj.weight has shape \(8, 7\), expected \(8, 8\)"):
+        mod.load_torch_state_dict(bad_shape)
+    missing = {k: v for k, v in sd.items() if k != "in_proj_bias"}
+    with pytest.raises(KeyError, match=r"in_proj_bias"):
+        mod.load_torch_state_dict(missing)
+    with pytest.raises(ValueError, match=r"bias_k/bias_v"):
+        mod.load_torch_state_dict(dict(sd, bias_k=np.zeros((1, 1, 8))))
+    for k in before:
+        np.testing.assert_array_equal(before[k], mod.params[k])
+
+
+def test_split_heads_errors():
+    with pytest.raises(ValueError, match=r"d_model=10 is not divisible by num_heads=4"):
+        F.split_heads_forward(np.zeros((1, 2, 10)), 4)
+    with pytest.raises(ValueError, match=r"split_heads: x must be \(B, T, d_model\), got shape \(2, 10\)"):
+        F.split_heads_forward(np.zeros((2, 10)), 2)
+
+
+def test_softmax_mask_errors():
+    with pytest.raises(TypeError, match=r"mask must be boolean .* got dtype float64"):
+        F.softmax_forward(np.zeros((2, 3)), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 4\) does not broadcast to scores \(2, 3\)"):
+        F.softmax_forward(np.zeros((2, 3)), np.zeros((2, 4), bool))
+
+
+def test_causal_mask_errors():
+    with pytest.raises(ValueError, match=r"causal_mask: T must be a positive int, got 0"):
+        mhattn.causal_mask(0)
+
+
+def test_nothing_is_mutated(rng):
+    """Inputs, masks, dout and every cached activation are the same after forward and backward."""
+    mod = MultiHeadAttention(8, 2, dtype="float64", seed=0, dropout=0.3)
+    q, k, v, dout = (rng.standard_normal(s) for s in ((2, 3, 8), (2, 4, 8), (2, 4, 8), (2, 3, 8)))
+    attn_mask, pad, hm = rng.standard_normal((3, 4)), np.zeros((2, 4), bool), np.array([0.5, 2.0])
+    pad[0, -1] = True
+    given = [q, k, v, dout, attn_mask, pad, hm]
+    copies = [a.copy() for a in given]
+    mod(q, k, v, attn_mask=attn_mask, key_padding_mask=pad, head_mask=hm, training=True)
+    cached = _arrays(mod._cache)
+    cached_copies = [a.copy() for a in cached]
+    params = {n: p.copy() for n, p in mod.params.items()}
+    grads1 = [g.copy() for g in mod.backward(dout)]
+    grads2 = mod.backward(dout)  # a second backward over the same cache gives the same answer
+    for a, c in zip(given + cached, copies + cached_copies):
+        np.testing.assert_array_equal(a, c)
+    for n in params:
+        np.testing.assert_array_equal(params[n], mod.params[n])
+    for g1, g2 in zip(grads1, grads2):
+        np.testing.assert_array_equal(g1, g2)
+
+
+def _arrays(obj):
+    if hasattr(obj, "shape") and hasattr(obj, "dtype"):
+        return [obj]
+    if isinstance(obj, tuple):
+        return [a for item in obj for a in _arrays(item)]
+    return []
