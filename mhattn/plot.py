@@ -5,12 +5,13 @@ from __future__ import annotations
 from mhattn.backend import to_numpy
 
 
-def attention_heatmaps(weights, tokens=None, title=None, ncols=4):
+def attention_heatmaps(weights, tokens=None, title=None, ncols=4, vmax=None):
     """One heatmap per head.
 
     Args:
         weights: ``(h, T, S)`` attention weights (rows: queries, columns: keys).
         tokens: optional list of S token strings for the axis labels (used when T == S).
+        vmax: top of the colour scale (default: the largest weight shown), bottom is 0.
 
     Returns:
         The matplotlib ``Figure``.
@@ -19,13 +20,14 @@ def attention_heatmaps(weights, tokens=None, title=None, ncols=4):
 
     w = to_numpy(weights)
     h = w.shape[0]
+    vmax = float(w.max()) if vmax is None else vmax
     nrows = -(-h // ncols)
     fig, axes = plt.subplots(nrows, min(ncols, h), figsize=(3.2 * min(ncols, h), 3.2 * nrows), squeeze=False)
     for i, ax in enumerate(axes.flat):
         if i >= h:
             ax.axis("off")
             continue
-        ax.imshow(w[i], vmin=0.0, vmax=1.0, cmap="viridis")
+        ax.imshow(w[i], vmin=0.0, vmax=vmax, cmap="viridis")
         ax.set_title(f"head {i}", fontsize=9)
         if tokens is not None and len(tokens) == w.shape[2]:
             ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=6)
@@ -37,3 +39,20 @@ def attention_heatmaps(weights, tokens=None, title=None, ncols=4):
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def show(fig, dpi=90):
+    """Display ``fig`` in a notebook as a PNG only, then close it.
+
+    Unlike ``plt.show()``, no ``<Figure size ...>`` text lands in the saved output,
+    so stored notebooks stay free of it (and nbval, which skips images, stays stable).
+    """
+    import io
+
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    display({"image/png": buf.getvalue()}, raw=True)

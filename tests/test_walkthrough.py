@@ -1,0 +1,43 @@
+"""The 512 / 8 x 64 walkthrough, its command, and the two parameter counts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import mhattn
+from mhattn import counting, walkthrough
+from mhattn.cli import main
+
+
+def test_every_step_has_the_textbook_shape():
+    wt = walkthrough.run("a b c a d", d_model=512, num_heads=8)
+    shapes = {name: shape for name, shape, _ in wt.steps}
+    T = 5
+    assert shapes["input X"] == (1, T, 512)
+    assert shapes["q split into heads"] == (1, 8, T, 64)
+    assert shapes["scores q k^T / sqrt(d_k)"] == (1, 8, T, T)
+    assert shapes["concat"] == (1, T, 512)
+    assert shapes["output concat W_o + b_o"] == (1, T, 512)
+    assert wt.max_diff_vs_module < 1e-5
+    x = mhattn.to_numpy(wt.steps[0][2])
+    np.testing.assert_array_equal(x[0, 0], x[0, 3])  # the repeated word "a" has one embedding
+
+
+def test_walkthrough_command_prints_shapes_and_counts(tmp_path, capsys):
+    assert main(["walkthrough", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "(1, 8, 12, 64)" in out and "1,048,576" in out and "360,448" in out
+    assert (tmp_path / "attention_heads.png").stat().st_size > 10_000
+
+
+def test_explainer_formula_counts_the_block_diagonal_layer():
+    d, h = 512, 8
+    assert counting.standard_count(d, h, bias=False) == 4 * d * d == counting.standard_count(d, 1, bias=False)
+    assert counting.explainer_count(d, h) == 3 * d * d // h + d * d == 360_448
+    assert counting.explainer_count(d, 1) == 4 * d * d  # equal only at h = 1
+    block = counting.block_diagonal_mha(64, 4, seed=0)
+    mask = counting.block_diagonal_mask(64, 4)
+    free = counting.free_parameters(block, {n: mask for n in ("W_q", "W_k", "W_v")})
+    assert free == counting.explainer_count(64, 4, bias=True)
+    W = mhattn.to_numpy(block.params["W_q"])
+    assert np.all(W[~mask] == 0) and np.all(W[mask] != 0)
