@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from types import ModuleType
 
 import numpy as np
@@ -96,7 +97,8 @@ def get_array_module(*arrays) -> ModuleType:
             "NumPy and CuPy arrays are mixed in one call: move them to one device "
             "with mhattn.asarray (current backend) or mhattn.to_numpy (host)"
         )
-    return _cupy() if "cupy" in kinds else np
+    # a CuPy array exists, so CuPy is imported and has a device: no need to ask again
+    return sys.modules["cupy"] if "cupy" in kinds else np
 
 
 def broadcasts_to(shape, target) -> bool:

@@ -30,6 +30,20 @@ def backend(request):
         yield mhattn.backend.xp()
 
 
+@pytest.fixture(autouse=True)
+def _host_backend_unless_parametrised(request):
+    """Tests that do not ask for ``backend`` build NumPy inputs: run them on NumPy.
+
+    Device coverage comes from the ``backend``-parametrised tests, which run on CuPy
+    wherever a GPU is there, whatever MHATTN_BACKEND says.
+    """
+    if "backend" in request.fixturenames:
+        yield
+    else:
+        with mhattn.use_backend("numpy"):
+            yield
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
