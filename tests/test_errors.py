@@ -153,11 +153,11 @@ def test_nothing_is_mutated(rng):
     params = {n: p.copy() for n, p in mod.params.items()}
     grads1 = [g.copy() for g in mod.backward(dout)]
     grads2 = mod.backward(dout)  # a second backward over the same cache gives the same answer
-    for a, c in zip(given + cached, copies + cached_copies):
+    for a, c in zip(given + cached, copies + cached_copies, strict=True):
         np.testing.assert_array_equal(a, c)
     for n in params:
         np.testing.assert_array_equal(params[n], mod.params[n])
-    for g1, g2 in zip(grads1, grads2):
+    for g1, g2 in zip(grads1, grads2, strict=True):
         np.testing.assert_array_equal(g1, g2)
 
 

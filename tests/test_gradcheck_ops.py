@@ -30,7 +30,8 @@ def test_linear_without_bias(backend, rng):
 def test_split_and_combine_heads(backend, rng):
     split = lambda x: F.split_heads_forward(x, 3)
     assert check_backward(split, lambda d, c: (F.split_heads_backward(d, c),), [arr(rng, 2, 4, 6)])[0] < TOL
-    assert check_backward(F.combine_heads_forward, lambda d, c: (F.combine_heads_backward(d, c),), [arr(rng, 2, 3, 4, 2)])[0] < TOL
+    combine_bwd = lambda d, c: (F.combine_heads_backward(d, c),)
+    assert check_backward(F.combine_heads_forward, combine_bwd, [arr(rng, 2, 3, 4, 2)])[0] < TOL
 
 
 @pytest.mark.parametrize("masked", [False, True])
@@ -55,7 +56,8 @@ def test_scaled_dot_product_attention(backend, rng, mask_kind):
         mask = mhattn.causal_mask(4, 6)
         mask[2] = True
     fwd = lambda q, k, v: F.scaled_dot_product_attention_forward(q, k, v, mask)
-    errs = check_backward(fwd, F.scaled_dot_product_attention_backward, [arr(rng, 2, 3, 4, 5), arr(rng, 2, 3, 6, 5), arr(rng, 2, 3, 6, 2)])
+    q, k, v = arr(rng, 2, 3, 4, 5), arr(rng, 2, 3, 6, 5), arr(rng, 2, 3, 6, 2)
+    errs = check_backward(fwd, F.scaled_dot_product_attention_backward, [q, k, v])
     assert max(errs) < TOL, errs
 
 
@@ -73,7 +75,7 @@ def mha_op(params, num_heads, self_attention, **kw):
     names = list(params)
 
     def forward(q, k, v, *rest):
-        p = dict(zip(names, rest[: len(names)]))
+        p = dict(zip(names, rest[: len(names)], strict=True))
         hm = rest[len(names)] if len(rest) > len(names) else None
         k, v = (q, q) if self_attention else (k, v)
         return F.multi_head_attention_forward(q, k, v, p, num_heads, head_mask=hm, **kw)
@@ -92,7 +94,8 @@ def mha_op(params, num_heads, self_attention, **kw):
 def test_multi_head_attention(backend, rng, self_attention, masks):
     B, T, S, d, h = 2, 3, 4, 6, 2
     S = T if self_attention else S
-    mod = mhattn.MultiHeadAttention(d, h, kdim=d if self_attention else 5, vdim=d if self_attention else 3, dtype="float64", seed=1)
+    kdim, vdim = (d, d) if self_attention else (5, 3)
+    mod = mhattn.MultiHeadAttention(d, h, kdim=kdim, vdim=vdim, dtype="float64", seed=1)
     params = {k: v + mhattn.asarray(0.1 * rng.standard_normal(v.shape)) for k, v in mod.params.items()}
     kw = {}
     if masks:
@@ -102,7 +105,7 @@ def test_multi_head_attention(backend, rng, self_attention, masks):
         kw["key_padding_mask"] = mhattn.asarray(pad)
     fwd, bwd = mha_op(params, h, self_attention, **kw)
     inputs = [arr(rng, B, T, d), arr(rng, B, S, mod.kdim), arr(rng, B, S, mod.vdim), *params.values(), arr(rng, B, h)]
-    errs = dict(zip(["query", "key", "value", *params, "head_mask"], check_backward(fwd, bwd, inputs)))
+    errs = dict(zip(["query", "key", "value", *params, "head_mask"], check_backward(fwd, bwd, inputs), strict=True))
     if self_attention:
         del errs["key"], errs["value"]  # they are the query itself there
     del errs["b_k"]  # its gradient is exactly 0: see test_key_bias_gets_no_gradient

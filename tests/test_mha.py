@@ -113,7 +113,8 @@ def test_causal_mask_picture(backend):
 def test_dtype_is_kept_everywhere(backend, rng, dtype):
     mod = MultiHeadAttention(8, 2, dtype=dtype, seed=0, dropout=0.2)
     x = arr(rng, 2, 3, 8, dtype=dtype)
-    out, w = mod(x, attn_mask=mhattn.asarray(rng.standard_normal((3, 3)).astype(dtype)), head_mask=mhattn.asarray(np.ones(2, dtype)), training=True)
+    float_mask = mhattn.asarray(rng.standard_normal((3, 3)).astype(dtype))
+    out, w = mod(x, attn_mask=float_mask, head_mask=mhattn.asarray(np.ones(2, dtype)), training=True)
     grads = mod.backward(arr(rng, 2, 3, 8, dtype=dtype))
     for a in [out, w, *grads, *mod.grads.values()]:
         assert a.dtype == np.dtype(dtype)
