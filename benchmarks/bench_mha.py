@@ -5,6 +5,10 @@ and unset OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in that command only:
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/bench_mha.py
 
+One thread each (less sensitive to a busy machine):
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 python benchmarks/bench_mha.py --torch-threads 1
+
 Prints the ratio mhattn/torch (target <= 1.0) and the achieved GFLOP/s against the
 machine's measured float32 np.matmul rate.
 """
@@ -46,8 +50,12 @@ def main():
     ap.add_argument("--d-model", type=int, default=512)
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--torch-threads", type=int, default=None, help="torch.set_num_threads (NumPy: OPENBLAS_NUM_THREADS)")
     a = ap.parse_args()
     import torch
+
+    if a.torch_threads:
+        torch.set_num_threads(a.torch_threads)
 
     B, T, d, h = a.B, a.T, a.d_model, a.heads
     rng = np.random.default_rng(0)
