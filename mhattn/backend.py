@@ -53,8 +53,10 @@ def set_backend(name: str) -> None:
         ImportError / RuntimeError: see :func:`_cupy` (for "cupy" only).
     """
     global _current
-    if name not in BACKENDS:
+    key = name.strip().lower() if isinstance(name, str) else name
+    if key not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
+    name = key
     if name == "cupy":
         _cupy()
     _current = name
@@ -123,4 +125,17 @@ def asarray(x, dtype=None):
     return _cupy().asarray(x, dtype=dtype)
 
 
-set_backend(os.environ.get("MHATTN_BACKEND", "numpy").strip().lower() or "numpy")
+def is_array(a) -> bool:
+    """Whether ``a`` is a NumPy or CuPy ndarray (not a list, a tensor or a masked array)."""
+    return type(a).__module__.split(".")[0] in ("numpy", "cupy") and type(a).__name__ == "ndarray"
+
+
+def _from_environment():
+    value = os.environ.get("MHATTN_BACKEND", "").strip() or "numpy"
+    try:
+        set_backend(value)
+    except ValueError as err:
+        raise ValueError(f"MHATTN_BACKEND={value!r}: {err}") from None
+
+
+_from_environment()

@@ -21,8 +21,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(importlib.import_module(SUBCOMMANDS[args.command]).main(args) or 0)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(importlib.import_module(SUBCOMMANDS[args.command]).main(args) or 0)
+    except (ValueError, TypeError, KeyError, FileNotFoundError) as err:  # bad input: a message, not a traceback
+        parser.exit(2, f"mhattn {args.command}: error: {err}\n")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ def mod():
     [
         (dict(d_model=10, num_heads=3), r"d_model=10 is not divisible by num_heads=3"),
         (dict(d_model=0, num_heads=1), r"d_model must be a positive integer, got 0"),
-        (dict(d_model=8, num_heads=2, dropout=1.0), r"dropout must be in \[0, 1\), got 1.0"),
+        (dict(d_model=8, num_heads=2, dropout=1.0), r"dropout must be a number in \[0, 1\), got 1.0"),
         (dict(d_model=8, num_heads=2, dtype="int32"), r"dtype must be float32 or float64, got 'int32'"),
     ],
 )
@@ -51,7 +51,7 @@ def test_batch_and_length_mismatch(mod):
 def test_integer_input(mod):
     with pytest.raises(TypeError, match=r"query must be a float32 or float64 array, got int64"):
         mod(np.zeros((2, 3, 8), dtype=np.int64))
-    with pytest.raises(TypeError, match=r"query must be a float32 or float64 array, got list"):
+    with pytest.raises(TypeError, match=r"query must be a NumPy or CuPy array \(see mhattn.asarray\), got list"):
         mod([[[0.0] * 8]])
 
 
@@ -167,3 +167,93 @@ def _arrays(obj):
     if isinstance(obj, tuple):
         return [a for item in obj for a in _arrays(item)]
     return []
+
+
+def test_state_dict_with_biases_refused_by_a_bias_free_module():
+    with_bias = MultiHeadAttention(8, 2, seed=0).to_torch_state_dict()
+    with pytest.raises(KeyError, match=r"does not use \(the module has bias=False\).*in_proj_bias"):
+        MultiHeadAttention(8, 2, bias=False).load_torch_state_dict(with_bias)
+
+
+def test_state_dict_with_both_layouts_or_integer_weights_is_refused(mod):
+    sd = mod.to_torch_state_dict()
+    both = dict(sd, q_proj_weight=sd["in_proj_weight"][:8])
+    with pytest.raises(KeyError, match=r"q_proj_weight"):
+        mod.load_torch_state_dict(both)
+    with pytest.raises(TypeError, match=r"out_proj.weight has dtype int64; expected floating point"):
+        mod.load_torch_state_dict(dict(sd, **{"out_proj.weight": np.zeros((8, 8), np.int64)}))
+
+
+def test_returned_per_head_weights_are_not_the_cached_ones(mod, rng):
+    x, dout = rng.standard_normal((2, 3, 8)), rng.standard_normal((2, 3, 8))
+    _, w = mod(x, average_attn_weights=False)
+    g1 = mod.backward(dout)[0].copy()
+    w *= 2.0  # the learner's copy; backward must not see it
+    np.testing.assert_array_equal(mod.backward(dout)[0], g1)
+
+
+def test_ambiguous_3d_mask_is_refused(rng):
+    """(B, T, S) with B == h could mean per-batch or per-head: refuse it, as torch does."""
+    m = MultiHeadAttention(4, 2, dtype="float64")
+    with pytest.raises(ValueError, match=r"attn_mask has shape \(2, 3, 3\)"):
+        m(rng.standard_normal((2, 3, 4)), attn_mask=np.zeros((2, 3, 3), bool))
+    m(rng.standard_normal((2, 3, 4)), attn_mask=np.zeros((1, 3, 3), bool))  # a leading 1 is fine
+
+
+def test_float_mask_with_nan_or_plus_inf_is_refused(mod):
+    bad = np.zeros((3, 3))
+    bad[0, 1] = np.inf
+    with pytest.raises(ValueError, match=r"attn_mask holds NaN or \+inf"):
+        mod(np.zeros((2, 3, 8)), attn_mask=bad)
+    bad[0, 1] = np.nan
+    with pytest.raises(ValueError, match=r"attn_mask holds NaN or \+inf"):
+        mod(np.zeros((2, 3, 8)), attn_mask=bad)
+
+
+def test_attention_op_checks_its_own_inputs(rng):
+    q, k = rng.standard_normal((1, 2, 3, 4)), rng.standard_normal((1, 2, 5, 4))
+    with pytest.raises(TypeError, match=r"mask must be bool .* got dtype int64"):
+        F.scaled_dot_product_attention_forward(q, k, k, np.eye(3, 5, dtype=int))
+    with pytest.raises(TypeError, match=r"k has dtype float32 but the parameters are float64"):
+        F.scaled_dot_product_attention_forward(q, k.astype(np.float32), k)
+    with pytest.raises(ValueError, match=r"mask of shape \(3, 4\) does not broadcast to the scores \(1, 2, 3, 5\)"):
+        F.scaled_dot_product_attention_forward(q, k, k, np.zeros((3, 4)))
+
+
+@pytest.mark.parametrize(
+    "name,value,err,match",
+    [
+        ("W_k", np.zeros((8, 10)), ValueError, r"W_k has shape \(8, 10\), expected \(8, 8\)"),
+        ("b_v", np.zeros(6), ValueError, r"b_v has shape \(6,\), expected \(8,\)"),
+        ("W_o", np.zeros((8, 8), np.float32), TypeError, r"W_o has dtype float32 but the parameters are float64"),
+        ("W_q", np.zeros(8), ValueError, r"W_q must be 2-D"),
+        ("b_k", None, KeyError, r"all four biases"),
+    ],
+)
+def test_wrong_parameters_are_named(mod, name, value, err, match):
+    mod.params[name] = value
+    with pytest.raises(err, match=match):
+        mod(np.zeros((2, 3, 8)))
+
+
+def test_non_arrays_are_refused_clearly(mod):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"query must be a NumPy or CuPy array .* got Tensor"):
+        mod(torch.zeros(2, 3, 8, dtype=torch.float64))
+    with pytest.raises(TypeError, match=r"attn_mask must be a NumPy or CuPy array .* got list"):
+        mod(np.zeros((2, 3, 8)), attn_mask=[[False] * 3] * 3)
+    mod(np.zeros((2, 3, 8)))
+    with pytest.raises(TypeError, match=r"dout must be a NumPy or CuPy array, got Tensor"):
+        mod.backward(torch.zeros(2, 3, 8))
+
+
+def test_empty_keys_are_refused(mod):
+    with pytest.raises(ValueError, match=r"no positions \(S=0\)"):
+        mod(np.zeros((2, 3, 8)), np.zeros((2, 0, 8)))
+
+
+def test_constructor_type_errors():
+    with pytest.raises(ValueError, match=r"seed must be None or a non-negative integer, got -1"):
+        MultiHeadAttention(8, 2, seed=-1)
+    with pytest.raises(TypeError, match=r"bias must be True or False, got 'False'"):
+        MultiHeadAttention(8, 2, bias="False")

@@ -41,3 +41,17 @@ def test_explainer_formula_counts_the_block_diagonal_layer():
     assert free == counting.explainer_count(64, 4, bias=True)
     W = mhattn.to_numpy(block.params["W_q"])
     assert np.all(W[~mask] == 0) and np.all(W[mask] != 0)
+
+
+def test_walkthrough_command_rejects_bad_arguments_with_a_message(capsys):
+    import pytest
+
+    for argv, msg in (
+        (["--seed", "-1"], "must be a non-negative integer, got -1"),
+        (["--num-heads", "3"], "d_model=512 is not divisible by num_heads=3"),
+        (["--sentence", "  "], "sentence has no tokens"),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(["walkthrough", *argv])
+        assert exc.value.code == 2
+        assert msg in capsys.readouterr().err

@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from mhattn import counting, walkthrough
+from mhattn.commands import non_negative_int, positive_int
 
 
 def add_parser(sub, name):
     p = sub.add_parser(name, help="walk one sentence through MultiHeadAttention(512, 8), printing every shape")
     p.add_argument("--sentence", default=walkthrough.SENTENCE, help="whitespace-tokenised text (default: %(default)r)")
-    p.add_argument("--d-model", type=int, default=512, help="model width d_model (default: %(default)s)")
-    p.add_argument("--num-heads", type=int, default=8, help="number of heads h (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="seed for the embedding table and the weights")
+    p.add_argument("--d-model", type=positive_int, default=512, help="model width d_model (default: %(default)s)")
+    p.add_argument("--num-heads", type=positive_int, default=8, help="number of heads h (default: %(default)s)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed for the embedding table and the weights")
     p.add_argument("--out", type=Path, default=None, help="folder for attention_heads.png (needs matplotlib)")
 
 

@@ -21,7 +21,9 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from mhattn.backend import get_array_module
+from mhattn.backend import broadcasts_to, get_array_module
+from mhattn.functional.checks import check_float_array
+from mhattn.functional.masks import check_mask_kind
 from mhattn.functional.softmax import SoftmaxCache, softmax_backward, softmax_forward
 
 
@@ -52,11 +54,20 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
         ``(B, h, T, S)`` *before* dropout (each row sums to 1, or 0 if fully masked).
 
     Raises:
-        ValueError: shapes disagree, or ``dropout_p`` is outside [0, 1).
+        TypeError: ``q``, ``k``, ``v`` are not float arrays of one dtype; ``mask`` is neither bool nor float.
+        ValueError: shapes disagree, the mask does not broadcast to ``(B, h, T, S)``,
+            or ``dropout_p`` is outside [0, 1).
     """
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        check_float_array(name, a, q.dtype if name != "q" else None)
     xp = get_array_module(q, k, v, mask)
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+    if q.ndim < 2 or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or q.shape[-1] == 0:
         raise ValueError(f"attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit together")
+    scores_shape = (*q.shape[:-1], k.shape[-2])
+    if mask is not None:
+        check_mask_kind("mask", mask)
+        if not broadcasts_to(mask.shape, scores_shape):
+            raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores {scores_shape}")
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"attention: dropout_p must be in [0, 1), got {dropout_p}")
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32

@@ -2,43 +2,83 @@
 
 from __future__ import annotations
 
-from mhattn.backend import get_array_module
+from mhattn.backend import get_array_module, is_array
 
 
-def _check_float(name, a, dtype=None):
-    if not hasattr(a, "dtype") or a.dtype.kind != "f":
-        got = getattr(a, "dtype", type(a).__name__)
-        raise TypeError(f"{name} must be a float32 or float64 array, got {got}")
+def check_float_array(name, a, dtype=None):
+    """``a`` must be a float NumPy/CuPy ndarray (of ``dtype`` when given).
+
+    Raises:
+        TypeError: a list, tensor or other object; a non-float dtype; a dtype other than ``dtype``.
+    """
+    if not is_array(a):
+        raise TypeError(f"{name} must be a NumPy or CuPy array (see mhattn.asarray), got {type(a).__name__}")
+    if a.dtype.kind != "f":
+        raise TypeError(f"{name} must be a float32 or float64 array, got {a.dtype}")
     if dtype is not None and a.dtype != dtype:
         raise TypeError(f"{name} has dtype {a.dtype} but the parameters are {dtype}; cast one of them")
 
 
-def check_mha_inputs(query, key, value, params, num_heads, head_mask=None):
-    """Check ranks, trailing dimensions, batch sizes and dtypes of an MHA call.
+def check_params(params, num_heads):
+    """Shapes and dtypes of ``W_q (d_model, d_model)``, ``W_k (kdim, d_model)``,
+    ``W_v (vdim, d_model)``, ``W_o (d_model, d_model)`` and the optional ``(d_model,)`` biases.
 
     Raises:
-        TypeError: a non-float input, a dtype that differs from the parameters',
-            or NumPy and CuPy arrays mixed.
-        ValueError: a wrong rank or dimension (the message gives the numbers).
+        KeyError: a weight is missing, or only some of the four biases are given.
+        TypeError, ValueError: a parameter of the wrong kind, dtype or shape.
     """
-    get_array_module(query, key, value, head_mask, *params.values())
-    W_q, W_k, W_v, W_o = (params[n] for n in ("W_q", "W_k", "W_v", "W_o"))
-    d_model = W_q.shape[1]
+    missing = [n for n in ("W_q", "W_k", "W_v", "W_o") if n not in params]
+    if missing:
+        raise KeyError(f"params lacks {missing}; it has {sorted(params)}")
+    for name in ("W_q", "W_k", "W_v", "W_o"):
+        check_float_array(name, params[name], params["W_q"].dtype if name != "W_q" else None)
+        if params[name].ndim != 2:
+            raise ValueError(f"{name} must be 2-D (d_in, d_model), got shape {params[name].shape}")
+    d_model = params["W_q"].shape[1]
     if num_heads < 1 or d_model % num_heads:
         raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-    for name, x, W, wname in (("query", query, W_q, "W_q"), ("key", key, W_k, "W_k"), ("value", value, W_v, "W_v")):
-        _check_float(name, x, W_q.dtype)
+    want = {"W_q": (d_model, d_model), "W_o": (d_model, d_model)}
+    want.update({n: (params[n].shape[0], d_model) for n in ("W_k", "W_v")})
+    biases = [n for n in ("b_q", "b_k", "b_v", "b_o") if params.get(n) is not None]
+    if biases and len(biases) != 4:
+        raise KeyError(f"give all four biases b_q, b_k, b_v, b_o or none; got {biases}")
+    want.update({n: (d_model,) for n in biases})
+    for name, shape in want.items():
+        check_float_array(name, params[name], params["W_q"].dtype)
+        if params[name].shape != shape:
+            raise ValueError(f"{name} has shape {params[name].shape}, expected {shape}")
+
+
+def check_mha_inputs(query, key, value, params, num_heads, head_mask=None):
+    """Check the parameters, then ranks, trailing dimensions, batch sizes and dtypes of an MHA call.
+
+    Raises:
+        TypeError: a non-array or non-float input, a dtype that differs from the
+            parameters', or NumPy and CuPy arrays mixed.
+        ValueError: a wrong rank or dimension (the message gives the numbers).
+        KeyError: a missing parameter.
+    """
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int):
+        raise TypeError(f"num_heads must be an int, got {num_heads!r}")
+    check_params(params, num_heads)
+    dtype = params["W_q"].dtype
+    for name, x, wname in (("query", query, "W_q"), ("key", key, "W_k"), ("value", value, "W_v")):
+        check_float_array(name, x)
         if x.ndim != 3:
             raise ValueError(f"{name} must be 3-D (B, L, E) (batch first), got shape {x.shape}")
-        if x.shape[-1] != W.shape[0]:
-            raise ValueError(f"{name} has trailing dimension {x.shape[-1]}, but {wname} expects {W.shape[0]}")
+        if x.shape[-1] != params[wname].shape[0]:
+            raise ValueError(f"{name} has trailing dimension {x.shape[-1]}, but {wname} expects {params[wname].shape[0]}")
+        check_float_array(name, x, dtype)
+    get_array_module(query, key, value, head_mask, *params.values())
     if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
         raise ValueError(
             f"batch/length mismatch: query {query.shape}, key {key.shape}, value {value.shape} "
             "(need the same B, and the same S for key and value)"
         )
+    if key.shape[1] == 0:
+        raise ValueError(f"key and value have no positions (S=0): shapes {key.shape}, {value.shape}")
     if head_mask is not None:
-        _check_float("head_mask", head_mask, W_q.dtype)
+        check_float_array("head_mask", head_mask, dtype)
         if head_mask.shape not in ((num_heads,), (query.shape[0], num_heads)):
             raise ValueError(
                 f"head_mask has shape {head_mask.shape}; expected (h,)=({num_heads},) or (B, h)=({query.shape[0]}, {num_heads})"

@@ -1,14 +1,14 @@
 """Masks in torch's convention, and the checks that make them fit.
 
 ``attn_mask``: bool (True = not allowed) or float (added to the scores), shape
-``(T, S)``, torch's ``(B*h, T, S)``, or anything broadcastable to
-``(B, h, T, S)``. ``key_padding_mask``: ``(B, S)``, bool True = padding, or
-float (added). See :mod:`mhattn.functional.attention` for a picture.
+``(T, S)``, torch's ``(B*h, T, S)``, ``(1, T, S)``, or a 4-D shape broadcastable to
+``(B, h, T, S)`` (other 3-D shapes are refused: ``(h, T, S)`` and ``(B, T, S)`` look alike).
+``key_padding_mask``: ``(B, S)``, bool True = padding, or float (added). See :mod:`mhattn.functional.attention` for a picture.
 """
 
 from __future__ import annotations
 
-from mhattn.backend import broadcasts_to, get_array_module
+from mhattn.backend import broadcasts_to, get_array_module, is_array
 
 
 def causal_mask(T: int, S: int | None = None, xp=None):
@@ -25,15 +25,26 @@ def causal_mask(T: int, S: int | None = None, xp=None):
 
     S = T if S is None else S
     for name, n in (("T", T), ("S", S)):
-        if not isinstance(n, int) or n < 1:
+        if isinstance(n, bool) or not hasattr(n, "__index__") or n < 1:
             raise ValueError(f"causal_mask: {name} must be a positive int, got {n!r}")
+    T, S = int(T), int(S)
     xp = xp or current()
     return xp.triu(xp.ones((T, S), dtype=bool), k=1)  # (T, S)
 
 
-def _check_kind(name, m):
+def check_mask_kind(name, m):
+    """``m`` must be a bool or float NumPy/CuPy array without NaN or +inf.
+
+    Raises:
+        TypeError: not an array, or neither bool nor float.
+        ValueError: a float mask holding NaN or +inf (it would turn weights into NaN).
+    """
+    if not is_array(m):
+        raise TypeError(f"{name} must be a NumPy or CuPy array (see mhattn.asarray), got {type(m).__name__}")
     if m.dtype != bool and m.dtype.kind != "f":
         raise TypeError(f"{name} must be bool (True = not allowed) or float (added), got dtype {m.dtype}")
+    if m.dtype != bool and bool((m != m).any() | (m == float("inf")).any()):
+        raise ValueError(f"{name} holds NaN or +inf; use -inf (or a bool mask) for positions that are not allowed")
 
 
 def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dtype):
@@ -52,17 +63,18 @@ def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dty
     xp = get_array_module(attn_mask, key_padding_mask)
     masks = []
     if attn_mask is not None:
-        _check_kind("attn_mask", attn_mask)
+        check_mask_kind("attn_mask", attn_mask)
         if attn_mask.ndim == 3 and attn_mask.shape == (B * h, T, S):
             attn_mask = attn_mask.reshape(B, h, T, S)  # torch's (B*h, T, S) layout
-        if not broadcasts_to(attn_mask.shape, (B, h, T, S)):
+        three_d_ambiguous = attn_mask.ndim == 3 and attn_mask.shape[0] != 1  # (h, T, S) or (B, T, S)? refuse, as torch does
+        if three_d_ambiguous or not broadcasts_to(attn_mask.shape, (B, h, T, S)):
             raise ValueError(
                 f"attn_mask has shape {attn_mask.shape}; expected (T, S)=({T}, {S}), "
-                f"(B*h, T, S)=({B * h}, {T}, {S}) or a shape broadcastable to (B, h, T, S)=({B}, {h}, {T}, {S})"
+                f"(B*h, T, S)=({B * h}, {T}, {S}), (1, T, S), or a 4-D shape broadcastable to (B, h, T, S)=({B}, {h}, {T}, {S})"
             )
         masks.append(attn_mask)
     if key_padding_mask is not None:
-        _check_kind("key_padding_mask", key_padding_mask)
+        check_mask_kind("key_padding_mask", key_padding_mask)
         if key_padding_mask.shape != (B, S):
             raise ValueError(f"key_padding_mask has shape {key_padding_mask.shape}; expected (B, S)=({B}, {S})")
         masks.append(key_padding_mask.reshape(B, 1, 1, S))

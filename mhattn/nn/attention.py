@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mhattn.backend import get_array_module
+from mhattn.backend import get_array_module, is_array
 from mhattn.functional.mha import multi_head_attention_backward, multi_head_attention_forward
 from mhattn.nn.init import init_mha_params
 from mhattn.nn.torch_io import params_from_torch, params_to_torch
@@ -51,8 +51,12 @@ class MultiHeadAttention:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
         self.kdim = _positive_int("kdim", d_model if kdim is None else kdim)
         self.vdim = _positive_int("vdim", d_model if vdim is None else vdim)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
+        if not isinstance(bias, bool):
+            raise TypeError(f"bias must be True or False, got {bias!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise ValueError(f"seed must be None or a non-negative integer, got {seed!r}")
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
@@ -112,7 +116,8 @@ class MultiHeadAttention:
         )  # fmt: skip
         if not need_weights:
             return out, None
-        return out, (weights.mean(axis=1) if average_attn_weights else weights)
+        # a copy: the cached weights must stay as they were for backward
+        return out, (weights.mean(axis=1) if average_attn_weights else weights.copy())
 
     __call__ = forward
 
@@ -132,9 +137,11 @@ class MultiHeadAttention:
         if self._cache is None:
             raise RuntimeError("backward() called before forward(): there is nothing to differentiate")
         shape = self._cache.out_proj.x.shape
+        if not is_array(dout):
+            raise TypeError(f"dout must be a NumPy or CuPy array, got {type(dout).__name__}")
         get_array_module(dout, self._cache.out_proj.x)
-        if getattr(dout, "shape", None) != shape:
-            raise ValueError(f"dout must have the output's shape {shape}, got {getattr(dout, 'shape', type(dout))}")
+        if dout.shape != shape:
+            raise ValueError(f"dout must have the output's shape {shape}, got {dout.shape}")
         if dout.dtype != self.dtype:
             raise TypeError(f"dout has dtype {dout.dtype}, expected {self.dtype}")
         dquery, dkey, dvalue, grads, dhead_mask = multi_head_attention_backward(dout, self._cache)

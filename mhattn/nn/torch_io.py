@@ -13,8 +13,9 @@ from mhattn.backend import asarray, to_numpy
 
 
 def _host(v):
-    if hasattr(v, "detach"):  # a torch tensor, duck-typed
-        v = v.detach().cpu().numpy()
+    if hasattr(v, "detach"):  # a torch tensor, duck-typed (bfloat16 has no NumPy twin: go through float32)
+        v = v.detach().cpu()
+        v = (v.float() if str(v.dtype) == "torch.bfloat16" else v).numpy()
     return to_numpy(v)
 
 
@@ -22,13 +23,27 @@ def params_from_torch(mapping, d_model, kdim, vdim, bias, dtype):
     """mhattn ``params`` (on the current backend) from a torch-named mapping of arrays.
 
     Raises:
-        KeyError: a needed name is missing (the message lists what is there).
+        KeyError: a needed name is missing (the message lists what is there), or an entry is
+            not used by this module (e.g. biases for ``bias=False``; both weight layouts at once).
+        TypeError: not a mapping, or an entry that is not floating point.
         ValueError: an array has the wrong shape, or the mapping uses
             ``bias_k``/``bias_v`` (``add_bias_kv``), which mhattn does not support.
     """
+    if not hasattr(mapping, "items"):
+        raise TypeError(f"expected a mapping of parameter names to arrays (a state dict), got {type(mapping).__name__}")
     m = {k: _host(v) for k, v in mapping.items()}
     if "bias_k" in m or "bias_v" in m:
         raise ValueError("state dict has bias_k/bias_v (add_bias_kv=True), which mhattn does not support")
+    packed = "in_proj_weight" in m
+    expected = {"in_proj_weight"} if packed else {"q_proj_weight", "k_proj_weight", "v_proj_weight"}
+    expected |= {"out_proj.weight"} | ({"in_proj_bias", "out_proj.bias"} if bias else set())
+    unexpected = sorted(set(m) - expected)
+    if unexpected:
+        why = " (the module has bias=False)" if {"in_proj_bias", "out_proj.bias"} & set(unexpected) else ""
+        raise KeyError(f"state dict has entries this module does not use{why}: {unexpected}")
+    for k, v in m.items():
+        if v.dtype.kind != "f":
+            raise TypeError(f"{k} has dtype {v.dtype}; expected floating point")
 
     def take(name, shape):
         if name not in m:
