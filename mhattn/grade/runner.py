@@ -29,7 +29,7 @@ def run_one(ex: Exercise, folder: Path, seed: int, timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="mhattn-grade-") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", "mhattn.grade.worker", ex.name, str(path), str(seed), str(out)]
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", MHATTN_BACKEND="numpy")
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", MHATTN_BACKEND="numpy", PYTHONPATH=_pythonpath())
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp, env=env,
             start_new_session=True,
@@ -45,6 +45,15 @@ def run_one(ex: Exercise, folder: Path, seed: int, timeout: float) -> dict:
         lines = stderr.decode(errors="replace").strip().splitlines()
         last = lines[-1] if lines else f"exit code {proc.returncode}"
         return {**row, "reason": f"the grading process ended without a result: {last}"}
+
+
+def _pythonpath() -> str:
+    """The child imports the very mhattn this process runs (its folder first, made absolute)."""
+    import mhattn
+
+    here = str(Path(mhattn.__file__).resolve().parents[1])
+    rest = [str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([here, *rest])
 
 
 def _kill(proc):
