@@ -99,8 +99,8 @@ class OffsetModel:
         return grads
 
 
-def train(cfg: SweepConfig, num_heads: int, seed: int = 0, eval_batches: int = 4) -> dict:
-    """Train one model; return ``{"num_heads", "d_k", "seed", "final_loss", "accuracy"}``.
+def train_model(cfg: SweepConfig, num_heads: int, seed: int = 0, eval_batches: int = 4):
+    """Train one model; return ``(model, result)``, result ``{"num_heads", "d_k", "seed", "final_loss", "accuracy"}``.
 
     Accuracy is the fraction of (position, offset) answers right on fresh sequences.
     """
@@ -115,8 +115,14 @@ def train(cfg: SweepConfig, num_heads: int, seed: int = 0, eval_batches: int = 4
         opt_mha.step(model.mha.params, {k: v for k, v in model.mha.grads.items() if k in model.mha.params})
         opt_r.step(model.readout, grads_r)
     hits = [(model.forward(x).argmax(-1) == y).mean() for x, y in (make_batch(cfg, rng) for _ in range(eval_batches))]
-    return {"num_heads": num_heads, "d_k": cfg.d_model // num_heads, "seed": seed, "final_loss": loss,
-            "accuracy": float(np.mean(hits))}  # fmt: skip
+    result = {"num_heads": num_heads, "d_k": cfg.d_model // num_heads, "seed": seed, "final_loss": loss,
+              "accuracy": float(np.mean(hits))}  # fmt: skip
+    return model, result
+
+
+def train(cfg: SweepConfig, num_heads: int, seed: int = 0) -> dict:
+    """The result dict of :func:`train_model`."""
+    return train_model(cfg, num_heads, seed)[1]
 
 
 def sweep(cfg: SweepConfig, heads=(1, 2, 4, 8, 16), seeds=(0, 1), progress=None) -> list[dict]:
