@@ -1,7 +1,8 @@
 """The cells of notebooks 00, 02, 03, 06 and 07: ("md" | "code", text) pairs, in order."""
 
 # ruff: noqa: E501
-# fmt: off  (cell text reads best as written)
+# The cell text reads best as written, so the formatter leaves this file alone.
+# fmt: off
 
 NB00 = [
     ("md", """
