@@ -9,6 +9,7 @@ import sys
 # subcommand -> module that defines add_parser(subparsers) and main(args)
 SUBCOMMANDS = {
     "walkthrough": "mhattn.commands.walkthrough",
+    "grade": "mhattn.commands.grade",
 }
 
 

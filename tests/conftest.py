@@ -47,3 +47,7 @@ def _host_backend_unless_parametrised(request):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+# Exercise files and deliberately wrong submissions are data for tests/test_grade.py, not tests.
+collect_ignore = ["wrong_submissions"]

@@ -1,0 +1,46 @@
+# Generated from exercises_src/ex08_count_parameters.py by scripts/make_exercises.py: edit the source, not this file.
+"""Exercise 8: counting the parameters of multi-head attention.
+
+Read exercises/README.md, section "8. Counting parameters", first.
+Run the visible tests: ``python -m pytest exercises/test_visible.py -m ex08``.
+Count from the shapes; do not build a ``MultiHeadAttention`` or use ``mhattn.counting``.
+"""
+
+from __future__ import annotations
+
+
+def count_parameters(d_model, num_heads, kdim=None, vdim=None, bias=True):
+    """Learned scalars in standard multi-head attention (torch's ``nn.MultiheadAttention``).
+
+    Head i has ``W^Q_i (d_model, d_k)``, ``W^K_i (kdim, d_k)``, ``W^V_i (vdim, d_k)``;
+    ``W^O`` is ``(d_model, d_model)``; with ``bias`` there are four ``(d_model,)`` biases.
+
+    Args:
+        d_model, num_heads: ints, ``num_heads`` divides ``d_model``.
+        kdim, vdim: input widths of key and value (default ``d_model``).
+        bias: count the four biases.
+
+    Returns:
+        Python ``int``.
+
+    Raises:
+        ValueError: ``d_model`` is not divisible by ``num_heads``.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("ex08_count_parameters: not written yet")
+
+
+def count_block_diagonal(d_model, num_heads):
+    """Weights (no biases) when head i projects only its own d_k-wide slice of the input.
+
+    W^Q_i, W^K_i, W^V_i are then ``(d_k, d_k)`` each, plus ``W^O (d_model, d_model)``:
+    the formula ``h * 3 * (d_model/h)^2 + d_model^2`` quoted in the course text.
+
+    Returns:
+        Python ``int``.
+
+    Raises:
+        ValueError: ``d_model`` is not divisible by ``num_heads``.
+    """
+    # YOUR CODE HERE
+    raise NotImplementedError("ex08_count_parameters: not written yet")

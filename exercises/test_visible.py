@@ -1,0 +1,20 @@
+"""The visible tests, run on the exercise files in this folder.
+
+    python -m pytest exercises/test_visible.py            # all ten
+    python -m pytest exercises/test_visible.py -m ex03    # one exercise
+
+The hidden tests (fresh random shapes every run) run only in ``mhattn grade``.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from mhattn.grade import EXERCISES, run_visible
+
+HERE = Path(__file__).parent
+
+
+@pytest.mark.parametrize("name", [pytest.param(ex.name, marks=getattr(pytest.mark, ex.marker)) for ex in EXERCISES])
+def test_visible(name):
+    run_visible(name, HERE)

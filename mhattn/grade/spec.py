@@ -1,0 +1,82 @@
+"""The ten graded exercises: file, functions, points, checks, and the references each may not use.
+
+A submission may use mhattn's reference for *other* steps (e.g. exercise 6 may call
+mhattn's split heads), but not the one it is asked to write; ``banned`` lists those as
+``"module:attribute"``. Nothing may come from ``solutions/`` or ``mhattn.grade``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mhattn.grade import checks_heads as H
+from mhattn.grade import checks_mha as M
+from mhattn.grade import checks_steps as S
+
+F = "mhattn.functional."
+MHA_CLASS = "mhattn.nn.attention:MultiHeadAttention"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    name: str  # also the file stem: exercises/<name>.py
+    title: str
+    points: int
+    functions: tuple[str, ...]  # what the learner's module must define
+    banned: tuple[str, ...]  # mhattn references for this very step
+    visible: Callable
+    hidden: Callable
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}.py"
+
+    @property
+    def marker(self) -> str:
+        return self.name[:4]  # ex01 ... ex10, the pytest marker
+
+    @property
+    def banned_names(self) -> frozenset:
+        return frozenset(p.split(":")[1].split(".")[-1] for p in self.banned)
+
+
+EXERCISES = (
+    Exercise("ex01_split_heads", "split heads", 5, ("split_heads",),
+             (F + "heads:split_heads_forward", F + "heads:combine_heads_backward"), S.visible_ex01, S.hidden_ex01),
+    Exercise("ex02_softmax", "softmax forward and backward", 10, ("softmax_forward", "softmax_backward"),
+             (F + "softmax:softmax_forward", F + "softmax:softmax_backward"), S.visible_ex02, S.hidden_ex02),
+    Exercise("ex03_attention_forward", "scaled dot-product attention forward", 10, ("make_causal_mask", "attention_forward"),
+             (F + "attention:scaled_dot_product_attention_forward", F + "mha:multi_head_attention_forward",
+              F + "masks:causal_mask"), S.visible_ex03, S.hidden_ex03),
+    Exercise("ex04_attention_backward", "scaled dot-product attention backward", 10, ("attention_backward",),
+             (F + "attention:scaled_dot_product_attention_backward", F + "mha:multi_head_attention_backward"),
+             S.visible_ex04, S.hidden_ex04),
+    Exercise("ex05_combine_heads", "combine heads", 5, ("combine_heads",),
+             (F + "heads:combine_heads_forward", F + "heads:split_heads_backward"), S.visible_ex05, S.hidden_ex05),
+    Exercise("ex06_mha_forward", "output projection and multi-head forward", 10, ("output_projection", "mha_forward"),
+             (F + "mha:multi_head_attention_forward", F + "linear:linear_forward", MHA_CLASS), M.visible_ex06, M.hidden_ex06),
+    Exercise("ex07_mha_backward", "multi-head backward", 15, ("mha_backward",),
+             (F + "mha:multi_head_attention_backward", MHA_CLASS), M.visible_ex07, M.hidden_ex07),
+    Exercise("ex08_count_parameters", "counting parameters", 5, ("count_parameters", "count_block_diagonal"),
+             ("mhattn.counting:standard_count", "mhattn.counting:explainer_count", "mhattn.counting:free_parameters",
+              MHA_CLASS), H.visible_ex08, H.hidden_ex08),
+    Exercise("ex09_head_importance", "head importance from head-mask gradients", 10, ("head_mask_gradient", "head_importance"),
+             (F + "mha:multi_head_attention_backward", MHA_CLASS), H.visible_ex09, H.hidden_ex09),
+    Exercise("ex10_random_removal", "random-removal experiment", 10, ("removal_mask", "expected_loss_change", "removal_curve"),
+             (), H.visible_ex10, H.hidden_ex10),
+)  # fmt: skip
+
+BY_NAME = {ex.name: ex for ex in EXERCISES}
+
+
+def find(name: str) -> Exercise:
+    """An exercise by full name (``ex03_attention_forward``) or short name (``ex03``, ``3``).
+
+    Raises:
+        KeyError: no such exercise (the message lists them).
+    """
+    for ex in EXERCISES:
+        if name in (ex.name, ex.marker) or (name.isdigit() and int(name) == int(ex.marker[2:])):
+            return ex
+    raise KeyError(f"no exercise {name!r}; choose from {', '.join(e.name for e in EXERCISES)}")

@@ -1,0 +1,96 @@
+"""Small experiments the notebooks show: numbers behind the claims, computed once, here.
+
+- :func:`dot_product_variance`: Var(q . k) grows like d_k; dividing by sqrt(d_k) brings it back to 1
+  (Vaswani et al. 2017, §3.2.1, footnote 4).
+- :func:`softmax_saturation`: unscaled scores make near one-hot weights and tiny softmax gradients.
+- :func:`naive_softmax`: exp without subtracting the row maximum, to show the overflow.
+- :func:`softmax_backward_diagonal_only`: a deliberately wrong backward for the gradient-check demo.
+- :func:`weights_bytes`, :func:`time_attention`: the cost of the ``(B, h, T, T)`` weights.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from mhattn.functional.softmax import SoftmaxCache, softmax_forward
+
+
+def dot_product_variance(d_k_values, n: int = 20_000, seed: int = 0) -> list[dict]:
+    """Sample variance of ``q . k`` and ``q . k / sqrt(d_k)`` for q, k with N(0, 1) entries.
+
+    Returns:
+        One dict per d_k: ``{"d_k", "var_raw", "var_scaled"}`` (theory: d_k and 1).
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    for d_k in d_k_values:
+        q, k = rng.standard_normal((n, d_k)), rng.standard_normal((n, d_k))
+        dots = (q * k).sum(axis=1)  # (n,) one dot product per pair
+        rows.append({"d_k": int(d_k), "var_raw": float(dots.var()), "var_scaled": float((dots / np.sqrt(d_k)).var())})
+    return rows
+
+
+def softmax_saturation(d_k: int, S: int = 16, n: int = 2_000, scaled: bool = True, seed: int = 0) -> dict:
+    """How peaked the weights of one query over S random keys are, with or without 1/sqrt(d_k).
+
+    Returns:
+        ``{"max_weight"``: mean largest weight per row (1/S = flat, 1 = one-hot),
+        ``"grad_norm"``: mean Frobenius norm of the softmax Jacobian ``diag(p) - p p^T``}.
+    """
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal((n, 1, d_k)), rng.standard_normal((n, S, d_k))
+    scores = (q @ k.swapaxes(-1, -2))[:, 0]  # (n, S)
+    if scaled:
+        scores = scores / np.sqrt(d_k)
+    p, _ = softmax_forward(scores)
+    jac = np.einsum("ns,st->nst", p, np.eye(S)) - p[:, :, None] * p[:, None, :]  # (n, S, S)
+    return {"max_weight": float(p.max(axis=1).mean()), "grad_norm": float(np.linalg.norm(jac, axis=(1, 2)).mean())}
+
+
+def naive_softmax(scores):
+    """``exp(s) / sum(exp(s))`` with no max subtraction: overflows to inf/inf = NaN for large scores.
+
+    NumPy's overflow warnings are silenced here, so the NaN is the only sign of trouble.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(scores)
+        return e / e.sum(axis=-1, keepdims=True)
+
+
+def softmax_backward_diagonal_only(dprobs, cache: SoftmaxCache):
+    """WRONG on purpose: keeps only the Jacobian's diagonal ``p_i (1 - p_i)`` and drops ``-p_i p_j``."""
+    p = cache.probs
+    return p * (1 - p) * dprobs
+
+
+def weights_bytes(B: int, h: int, T: int, S: int | None = None, dtype="float32") -> int:
+    """Bytes of the attention weights ``(B, h, T, S)``: the one tensor that grows like T^2."""
+    S = T if S is None else S
+    return int(B * h * T * S * np.dtype(dtype).itemsize)
+
+
+def time_attention(mha, x, repeats: int = 3) -> dict:
+    """Best-of-``repeats`` seconds for ``mha.forward(x)`` and ``mha.backward``, synchronising a GPU if used.
+
+    Returns:
+        ``{"forward_s", "backward_s"}``.
+    """
+    from mhattn.backend import get_array_module
+
+    xp = get_array_module(x)
+    sync = (lambda: xp.cuda.Device().synchronize()) if xp.__name__ == "cupy" else (lambda: None)
+    dout = xp.ones_like(x)
+    best_f = best_b = float("inf")
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        mha.forward(x, need_weights=False)
+        sync()
+        t1 = time.perf_counter()
+        mha.backward(dout)
+        sync()
+        t2 = time.perf_counter()
+        best_f, best_b = min(best_f, t1 - t0), min(best_b, t2 - t1)
+    return {"forward_s": best_f, "backward_s": best_b}

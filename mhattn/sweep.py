@@ -1,0 +1,131 @@
+"""The head-count sweep: Vaswani et al. 2017, Table 3 rows (A), on a tiny synthetic task.
+
+Table 3 (A) varies the number of heads h at fixed d_model (so d_k = d_model / h shrinks as
+h grows). Here the model is one ``MultiHeadAttention`` layer plus a linear readout, and the
+task needs several positions at once: for every position t, name the tokens at positions
+``t - o (mod T)`` for each offset ``o`` in ``OFFSETS``. One head can only blend positions,
+so the tokens' order is lost; one head per offset keeps them apart in the concat. Many
+heads of tiny d_k cannot pick a single position any more (with d_k = 1 the score matrix
+has rank 1). Everything here is self-contained: its own task, loss, and Adam.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mhattn.nn.attention import MultiHeadAttention
+
+OFFSETS = (1, 2, 3, 4)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    vocab: int = 8  # V: token ids 0..V-1
+    seq_len: int = 8  # T: positions, d_model = V + T (one-hot token | one-hot position)
+    batch: int = 64  # sequences per step
+    steps: int = 400  # Adam steps per model
+    lr: float = 0.02  # Adam step size
+    offsets: tuple = OFFSETS  # what each position must report
+
+    @property
+    def d_model(self) -> int:
+        return self.vocab + self.seq_len
+
+
+def make_batch(cfg: SweepConfig, rng: np.random.Generator):
+    """Inputs ``x`` ``(B, T, d_model)`` float64 and targets ``(B, T, n_offsets)`` int64."""
+    tokens = rng.integers(0, cfg.vocab, size=(cfg.batch, cfg.seq_len))  # (B, T)
+    x = np.zeros((cfg.batch, cfg.seq_len, cfg.d_model))
+    b, t = np.meshgrid(np.arange(cfg.batch), np.arange(cfg.seq_len), indexing="ij")
+    x[b, t, tokens] = 1.0  # token one-hot
+    x[b, t, cfg.vocab + t] = 1.0  # position one-hot
+    src = (np.arange(cfg.seq_len)[:, None] - np.array(cfg.offsets)[None, :]) % cfg.seq_len  # (T, n_off)
+    return x, tokens[:, src]  # (B, T, d_model), (B, T, n_off)
+
+
+def cross_entropy(logits, targets):
+    """Mean cross-entropy and its gradient. logits ``(..., V)``, targets ``(...)`` ints."""
+    z = logits - logits.max(axis=-1, keepdims=True)
+    p = np.exp(z)
+    p /= p.sum(axis=-1, keepdims=True)
+    picked = np.take_along_axis(p, targets[..., None], axis=-1)[..., 0]
+    n = targets.size
+    dlogits = p.copy()
+    np.put_along_axis(dlogits, targets[..., None], np.take_along_axis(p, targets[..., None], -1) - 1.0, axis=-1)
+    return float(-np.log(picked + 1e-12).mean()), dlogits / n
+
+
+class Adam:
+    """Adam (Kingma & Ba 2015) over a dict of arrays, updated in place."""
+
+    def __init__(self, params: dict, lr: float, betas=(0.9, 0.999), eps=1e-8):
+        self.lr, self.betas, self.eps, self.t = lr, betas, eps, 0
+        self.m = {k: np.zeros_like(v) for k, v in params.items()}
+        self.v = {k: np.zeros_like(v) for k, v in params.items()}
+
+    def step(self, params: dict, grads: dict):
+        self.t += 1
+        b1, b2 = self.betas
+        for k, g in grads.items():
+            self.m[k] = b1 * self.m[k] + (1 - b1) * g
+            self.v[k] = b2 * self.v[k] + (1 - b2) * g * g
+            mhat, vhat = self.m[k] / (1 - b1**self.t), self.v[k] / (1 - b2**self.t)
+            params[k] -= self.lr * mhat / (np.sqrt(vhat) + self.eps)
+
+
+class OffsetModel:
+    """``logits = MultiHeadAttention(x) @ W_r + b_r``, reshaped to ``(B, T, n_offsets, V)``."""
+
+    def __init__(self, cfg: SweepConfig, num_heads: int, seed: int):
+        self.cfg = cfg
+        self.mha = MultiHeadAttention(cfg.d_model, num_heads, dtype="float64", seed=seed)
+        rng = np.random.default_rng(seed + 1_000)
+        n_out = len(cfg.offsets) * cfg.vocab
+        self.readout = {"W_r": rng.standard_normal((cfg.d_model, n_out)) / np.sqrt(cfg.d_model), "b_r": np.zeros(n_out)}
+
+    def forward(self, x):
+        out, _ = self.mha.forward(x, need_weights=False)  # (B, T, d_model)
+        self._out = out
+        logits = out @ self.readout["W_r"] + self.readout["b_r"]  # (B, T, n_off * V)
+        return logits.reshape(*x.shape[:2], len(self.cfg.offsets), self.cfg.vocab)
+
+    def backward(self, dlogits):
+        d = dlogits.reshape(*dlogits.shape[:2], -1)  # (B, T, n_off * V)
+        grads = {"W_r": self._out.reshape(-1, self._out.shape[-1]).T @ d.reshape(-1, d.shape[-1])}  # (d_model, n_off * V)
+        grads["b_r"] = d.sum(axis=(0, 1))
+        self.mha.backward(d @ self.readout["W_r"].T)  # fills mha.grads
+        return grads
+
+
+def train_model(cfg: SweepConfig, num_heads: int, seed: int = 0, eval_batches: int = 4):
+    """Train one model; return ``(model, result)``, result ``{"num_heads", "d_k", "seed", "final_loss", "accuracy"}``.
+
+    Accuracy is the fraction of (position, offset) answers right on fresh sequences.
+    """
+    rng = np.random.default_rng(seed)
+    model = OffsetModel(cfg, num_heads, seed)
+    opt_mha, opt_r = Adam(model.mha.params, cfg.lr), Adam(model.readout, cfg.lr)
+    loss = float("nan")
+    for _ in range(cfg.steps):
+        x, y = make_batch(cfg, rng)
+        loss, dlogits = cross_entropy(model.forward(x), y)
+        grads_r = model.backward(dlogits)
+        opt_mha.step(model.mha.params, {k: v for k, v in model.mha.grads.items() if k in model.mha.params})
+        opt_r.step(model.readout, grads_r)
+    hits = [(model.forward(x).argmax(-1) == y).mean() for x, y in (make_batch(cfg, rng) for _ in range(eval_batches))]
+    result = {"num_heads": num_heads, "d_k": cfg.d_model // num_heads, "seed": seed, "final_loss": loss,
+              "accuracy": float(np.mean(hits))}  # fmt: skip
+    return model, result
+
+
+def train(cfg: SweepConfig, num_heads: int, seed: int = 0) -> dict:
+    """The result dict of :func:`train_model`."""
+    return train_model(cfg, num_heads, seed)[1]
+
+
+def sweep(cfg: SweepConfig, heads=(1, 2, 4, 8, 16), seeds=(0, 1), progress=None) -> list[dict]:
+    """:func:`train` for every h in ``heads`` and every seed; ``progress`` wraps the loop (e.g. tqdm)."""
+    jobs = [(h, s) for h in heads for s in seeds]
+    return [train(cfg, h, s) for h, s in (progress(jobs) if progress else jobs)]

@@ -1,0 +1,57 @@
+# Wrong on purpose (scaling by sqrt(d_model) instead of sqrt(d_k)):
+# a copy of solutions/ex03_attention_forward.py with one bug. Used by tests/test_grade.py.
+"""Exercise 3: scaled dot-product attention, forward (Vaswani et al. 2017, §3.2.1, eq. 1).
+
+Read exercises/README.md, section "3. Scaled dot-product attention, forward", first.
+Run the visible tests: ``python -m pytest exercises/test_visible.py -m ex03``.
+You may use ``mhattn.functional.softmax_forward`` (exercise 2's reference), but
+not mhattn's attention or causal-mask functions: that is this exercise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mhattn.functional import softmax_forward
+
+
+def make_causal_mask(T, S=None):
+    """Bool mask for causal (left-to-right) attention.
+
+    Args:
+        T: number of queries; S: number of keys (default ``T``).
+
+    Returns:
+        ``(T, S)`` bool array, True = not allowed: query ``t`` may see keys ``0..t``
+        (its own position included) and nothing after.
+    """
+    S = T if S is None else S
+    return np.triu(np.ones((T, S), dtype=bool), k=1)  # (T, S), True strictly above the diagonal
+
+
+def attention_forward(q, k, v, mask=None, causal=False):
+    """``softmax(q k^T / sqrt(d_k)) v`` for every batch element and head at once.
+
+    Args:
+        q: ``(B, h, T, d_k)`` float32/float64 queries.
+        k: ``(B, h, S, d_k)`` keys, same dtype.
+        v: ``(B, h, S, d_v)`` values, same dtype.
+        mask: ``None`` or bool broadcastable to ``(B, h, T, S)``, True = not allowed
+            (e.g. a key-padding mask of shape ``(B, 1, 1, S)``).
+        causal: also hide the keys after each query (:func:`make_causal_mask`).
+    None of the inputs may be modified.
+
+    Returns:
+        ``(out, weights)``: ``out`` ``(B, h, T, d_v)`` and ``weights`` ``(B, h, T, S)``,
+        both of ``q``'s dtype. Each row of ``weights`` sums to 1, or is all 0 when
+        every key is hidden from that query.
+    """
+    T, S = q.shape[-2], k.shape[-2]
+    scores = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[1] * q.shape[-1])  # BUG: sqrt(d_model) = sqrt(h * d_k)  # (B, h, T, S)
+    if causal:
+        cm = make_causal_mask(T, S)  # (T, S)
+        mask = cm if mask is None else (mask | cm)
+    weights, _ = softmax_forward(scores, mask)  # (B, h, T, S)
+    return weights @ v, weights  # (B, h, T, d_v), (B, h, T, S)
