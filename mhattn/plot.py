@@ -40,19 +40,3 @@ def attention_heatmaps(weights, tokens=None, title=None, ncols=4, vmax=None):
     fig.tight_layout()
     return fig
 
-
-def show(fig, dpi=90):
-    """Display ``fig`` in a notebook as a PNG only, then close it.
-
-    Unlike ``plt.show()``, no ``<Figure size ...>`` text lands in the saved output,
-    so stored notebooks stay free of it (and nbval, which skips images, stays stable).
-    """
-    import io
-
-    import matplotlib.pyplot as plt
-    from IPython.display import display
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
-    display({"image/png": buf.getvalue()}, raw=True)
