@@ -1,7 +1,7 @@
-"""Write the course notebooks 00, 02, 03, 06 and 07 (without outputs) from the cells below.
+"""Write the course notebooks 00, 01, 02, 03, 06 and 07 (without outputs) from the cells below.
 
-    python scripts/make_notebooks.py [06 ...]       # all five, or only those named
-    jupyter nbconvert --to notebook --execute --inplace notebooks/0[02367]_*.ipynb
+    python scripts/make_notebooks.py [06 ...]       # all six, or only those named
+    jupyter nbconvert --to notebook --execute --inplace notebooks/0[012367]_*.ipynb
     python -m pytest notebooks/                      # nbval: stored outputs must match a re-run
 
 The maths lives in mhattn; the notebooks only explain, call and plot it.
