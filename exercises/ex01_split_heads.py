@@ -1,4 +1,5 @@
-# Generated from exercises_src/ex01_split_heads.py by scripts/make_exercises.py: edit the source, not this file.
+# Your exercise: write your code in this file. (Maintainers: it is generated from
+# exercises_src/ex01_split_heads.py by scripts/make_exercises.py; change the source, not this copy.)
 """Exercise 1: split d_model into h heads of d_k (Vaswani et al. 2017, §3.2.2).
 
 Read exercises/README.md, section "1. Split heads", first.

@@ -1,4 +1,5 @@
-# Generated from exercises_src/ex02_softmax.py by scripts/make_exercises.py: edit the source, not this file.
+# Your exercise: write your code in this file. (Maintainers: it is generated from
+# exercises_src/ex02_softmax.py by scripts/make_exercises.py; change the source, not this copy.)
 """Exercise 2: the row-wise softmax, forward and backward (Vaswani et al. 2017, eq. 1).
 
 Read exercises/README.md, section "2. Softmax", first.

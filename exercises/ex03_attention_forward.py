@@ -1,4 +1,5 @@
-# Generated from exercises_src/ex03_attention_forward.py by scripts/make_exercises.py: edit the source, not this file.
+# Your exercise: write your code in this file. (Maintainers: it is generated from
+# exercises_src/ex03_attention_forward.py by scripts/make_exercises.py; change the source, not this copy.)
 """Exercise 3: scaled dot-product attention, forward (Vaswani et al. 2017, §3.2.1, eq. 1).
 
 Read exercises/README.md, section "3. Scaled dot-product attention, forward", first.

@@ -1,4 +1,5 @@
-# Generated from exercises_src/ex04_attention_backward.py by scripts/make_exercises.py: edit the source, not this file.
+# Your exercise: write your code in this file. (Maintainers: it is generated from
+# exercises_src/ex04_attention_backward.py by scripts/make_exercises.py; change the source, not this copy.)
 """Exercise 4: scaled dot-product attention, backward.
 
 Read exercises/README.md, section "4. Scaled dot-product attention, backward", first.

@@ -1,4 +1,5 @@
-# Generated from exercises_src/ex05_combine_heads.py by scripts/make_exercises.py: edit the source, not this file.
+# Your exercise: write your code in this file. (Maintainers: it is generated from
+# exercises_src/ex05_combine_heads.py by scripts/make_exercises.py; change the source, not this copy.)
 """Exercise 5: concatenate the heads back into d_model features (Vaswani et al. 2017, §3.2.2).
 
 Read exercises/README.md, section "5. Combine heads", first.

@@ -1,4 +1,5 @@
-# Generated from exercises_src/ex06_mha_forward.py by scripts/make_exercises.py: edit the source, not this file.
+# Your exercise: write your code in this file. (Maintainers: it is generated from
+# exercises_src/ex06_mha_forward.py by scripts/make_exercises.py; change the source, not this copy.)
 """Exercise 6: the output projection and the full multi-head forward (Vaswani et al. 2017, §3.2.2).
 
 Read exercises/README.md, section "6. Multi-head forward", first.

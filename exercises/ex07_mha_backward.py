@@ -1,4 +1,5 @@
-# Generated from exercises_src/ex07_mha_backward.py by scripts/make_exercises.py: edit the source, not this file.
+# Your exercise: write your code in this file. (Maintainers: it is generated from
+# exercises_src/ex07_mha_backward.py by scripts/make_exercises.py; change the source, not this copy.)
 """Exercise 7: the full multi-head backward, every parameter's gradient.
 
 Read exercises/README.md, section "7. Multi-head backward", first.

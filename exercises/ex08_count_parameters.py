@@ -1,4 +1,5 @@
-# Generated from exercises_src/ex08_count_parameters.py by scripts/make_exercises.py: edit the source, not this file.
+# Your exercise: write your code in this file. (Maintainers: it is generated from
+# exercises_src/ex08_count_parameters.py by scripts/make_exercises.py; change the source, not this copy.)
 """Exercise 8: counting the parameters of multi-head attention.
 
 Read exercises/README.md, section "8. Counting parameters", first.

@@ -1,4 +1,5 @@
-# Generated from exercises_src/ex09_head_importance.py by scripts/make_exercises.py: edit the source, not this file.
+# Your exercise: write your code in this file. (Maintainers: it is generated from
+# exercises_src/ex09_head_importance.py by scripts/make_exercises.py; change the source, not this copy.)
 """Exercise 9: head importance from head-mask gradients (Michel et al. 2019, eq. 2 and §4.1).
 
 Read exercises/README.md, section "9. Head importance", first.

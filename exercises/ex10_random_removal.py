@@ -1,4 +1,5 @@
-# Generated from exercises_src/ex10_random_removal.py by scripts/make_exercises.py: edit the source, not this file.
+# Your exercise: write your code in this file. (Maintainers: it is generated from
+# exercises_src/ex10_random_removal.py by scripts/make_exercises.py; change the source, not this copy.)
 """Exercise 10: the random-removal experiment (expected loss change when removing k of h heads).
 
 Read exercises/README.md, section "10. Random removal", first.

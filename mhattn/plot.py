@@ -39,4 +39,3 @@ def attention_heatmaps(weights, tokens=None, title=None, ncols=4, vmax=None):
         fig.suptitle(title)
     fig.tight_layout()
     return fig
-

@@ -10,8 +10,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_exercises_and_solutions_match_their_source():
+    """Checks what git has committed (a learner's edits in exercises/ are not drift)."""
     problems = out_of_sync(ROOT)
-    assert not problems, f"run `python scripts/make_exercises.py`; out of sync: {problems}"
+    assert not problems, f"regenerate with `python scripts/make_exercises.py` and commit; out of sync: {problems}"
+
+
+def test_regenerating_keeps_a_learners_work(tmp_path):
+    import shutil
+
+    from mhattn.grade.generate import write
+
+    shutil.copytree(ROOT / "exercises_src", tmp_path / "exercises_src")
+    write(tmp_path)
+    mine = tmp_path / "exercises" / "ex01_split_heads.py"
+    mine.write_text("# my answer\n")
+    report = write(tmp_path)
+    assert "kept exercises/ex01_split_heads.py (it has edits; --force overwrites them)" in report
+    assert mine.read_text() == "# my answer\n"
+    write(tmp_path, force=True)
+    assert "NotImplementedError" in mine.read_text()
 
 
 def test_solution_regions_become_stubs_and_answers():

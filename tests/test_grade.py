@@ -50,8 +50,16 @@ def solutions_report():
 
 
 @pytest.fixture(scope="module")
-def exercises_report():
-    return grade(ROOT / "exercises")
+def stubs(tmp_path_factory):
+    """Freshly generated exercises/: the tests never grade (or depend on) a learner's own copy."""
+    from mhattn.grade.generate import write_copy
+
+    return write_copy(ROOT, "exercises", tmp_path_factory.mktemp("stubs"))
+
+
+@pytest.fixture(scope="module")
+def exercises_report(stubs):
+    return grade(stubs)
 
 
 def with_swapped(tmp_path, files):
@@ -167,16 +175,16 @@ def test_cli_json_has_the_documented_keys(capsys):
     assert report["total"] == report["max_total"] == 10
 
 
-def test_cli_table_ends_with_the_total(capsys):
-    cli.main(["grade", str(ROOT / "exercises"), "--only", "ex10"])
+def test_cli_table_ends_with_the_total(capsys, stubs):
+    cli.main(["grade", str(stubs), "--only", "ex10"])
     out = capsys.readouterr().out
     assert "ex10_random_removal" in out and "0/10" in out and "total" in out
 
 
-def test_visible_tests_pass_on_solutions_and_fail_on_stubs():
+def test_visible_tests_pass_on_solutions_and_fail_on_stubs(stubs):
     from mhattn.grade import run_visible
 
     for ex in EXERCISES:
         run_visible(ex.name, ROOT / "solutions")
         with pytest.raises((NotImplementedError, GradeFailure)):
-            run_visible(ex.name, ROOT / "exercises")
+            run_visible(ex.name, stubs)

@@ -10,10 +10,15 @@ without ``.py`` (README, the visible-test runner) are copied to ``exercises/`` a
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 HEADER = "# Generated from exercises_src/{name} by scripts/make_exercises.py: edit the source, not this file.\n"
+EXERCISE_HEADER = (
+    "# Your exercise: write your code in this file. (Maintainers: it is generated from\n"
+    "# exercises_src/{name} by scripts/make_exercises.py; change the source, not this copy.)\n"
+)
 
 
 def _regions(text: str):
@@ -56,9 +61,9 @@ def build(src: Path) -> dict[str, dict[str, str]]:
             continue
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".py" and path.name.startswith("ex"):
-            body = HEADER.format(name=path.name)
-            result["exercises"][path.name] = body + render(text, solution=False, name=path.stem)
-            result["solutions"][path.name] = body + render(text, solution=True)
+            stub = render(text, solution=False, name=path.stem)
+            result["exercises"][path.name] = EXERCISE_HEADER.format(name=path.name) + stub
+            result["solutions"][path.name] = HEADER.format(name=path.name) + render(text, solution=True)
         else:
             result["exercises"][path.name] = text
             if path.name == "test_visible.py":
@@ -66,26 +71,70 @@ def build(src: Path) -> dict[str, dict[str, str]]:
     return result
 
 
-def out_of_sync(root: Path) -> list[str]:
-    """Files of ``exercises/`` and ``solutions/`` that differ from what the source gives (or are extra)."""
+def committed_text(root: Path, relpath: str) -> str | None:
+    """The text of ``relpath`` as committed in git's HEAD, or None (no git, not tracked)."""
+    try:
+        res = subprocess.run(["git", "show", f"HEAD:{relpath}"], cwd=root, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.decode("utf-8") if res.returncode == 0 else None
+
+
+def _text(root: Path, relpath: str, committed: bool) -> str | None:
+    if committed:
+        text = committed_text(root, relpath)
+        if text is not None:
+            return text
+    p = root / relpath
+    return p.read_text(encoding="utf-8") if p.is_file() else None
+
+
+def out_of_sync(root: Path, committed: bool = True) -> list[str]:
+    """Files of ``exercises/`` and ``solutions/`` that differ from what the source gives (or are extra).
+
+    With ``committed`` (the default) the versions in git's HEAD are compared where git has
+    them, so a learner's edits in ``exercises/`` are not "drift"; the working tree otherwise.
+    """
     problems = []
     for folder, files in build(root / "exercises_src").items():
         target = root / folder
         present = {p.name for p in target.glob("*") if p.is_file()} if target.is_dir() else set()
         for name, text in files.items():
-            p = target / name
-            if not p.is_file() or p.read_text(encoding="utf-8") != text:
+            if _text(root, f"{folder}/{name}", committed) != text:
                 problems.append(f"{folder}/{name}")
         problems.extend(f"{folder}/{extra} (not in the source)" for extra in sorted(present - set(files)))
     return problems
 
 
-def write(root: Path) -> list[str]:
-    """(Re)write ``exercises/`` and ``solutions/`` under ``root``; return the paths written."""
+def write(root: Path, force: bool = False, only: str | None = None) -> list[str]:
+    """(Re)write ``exercises/`` and ``solutions/`` under ``root``; return the paths written.
+
+    An exercise file that differs from both git's HEAD and the new text holds a learner's work: it is left alone
+    (and reported with a "kept" prefix) unless ``force``. ``only`` limits to one folder.
+    """
     written = []
     for folder, files in build(root / "exercises_src").items():
+        if only and folder != only:
+            continue
         (root / folder).mkdir(exist_ok=True)
         for name, text in files.items():
-            (root / folder / name).write_text(text, encoding="utf-8")
-            written.append(f"{folder}/{name}")
+            p, rel = root / folder / name, f"{folder}/{name}"
+            now = p.read_text(encoding="utf-8") if p.is_file() else None
+            edited = now is not None and now not in (text, committed_text(root, rel))
+            if folder == "exercises" and edited and not force:
+                written.append(f"kept {rel} (it has edits; --force overwrites them)")
+                continue
+            p.write_text(text, encoding="utf-8")
+            written.append(rel)
     return written
+
+
+def write_copy(root: Path, folder: str, dest: Path) -> Path:
+    """Write the freshly generated ``folder`` ("exercises" or "solutions") into ``dest``; return ``dest``.
+
+    Tests grade such a copy, so they never depend on (or touch) a learner's ``exercises/``.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, text in build(root / "exercises_src")[folder].items():
+        (dest / name).write_text(text, encoding="utf-8")
+    return dest
