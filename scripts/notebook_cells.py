@@ -465,7 +465,7 @@ In this run three heads hold one sharp band each, while the fourth spreads its w
 * **Exercise 9** (`ex09_head_importance.py`): score heads by the gradient of the loss with respect to a head mask (Michel et al. 2019).
 * **Exercise 10** (`ex10_random_removal.py`): the expected loss change when $k$ of the $h$ heads are removed at random.
 
-To try: change `OFFSETS` to two offsets and rerun the sweep; where does the curve peak now?
+To try: set `cfg = sweep.SweepConfig(offsets=(1, 2))` (two offsets instead of four) and rerun the sweep cell; where does the curve peak now?
 """),
 ]
 

@@ -188,3 +188,19 @@ def test_visible_tests_pass_on_solutions_and_fail_on_stubs(stubs):
         run_visible(ex.name, ROOT / "solutions")
         with pytest.raises((NotImplementedError, GradeFailure)):
             run_visible(ex.name, stubs)
+
+
+def test_syntax_errors_and_exceptions_name_the_line(tmp_path):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "ex05_combine_heads.py").write_text("def combine_heads(x):\n    return (x\n", encoding="utf-8")
+    (folder / "ex01_split_heads.py").write_text("def split_heads(x, num_heads):\n    return 1 / 0\n", encoding="utf-8")
+    why = reasons(grade(folder, only=["ex01", "ex05"]))
+    assert "ex05_combine_heads.py line 2: SyntaxError" in why["ex05_combine_heads"]
+    assert "ZeroDivisionError" in why["ex01_split_heads"] and "ex01_split_heads.py line 2" in why["ex01_split_heads"]
+
+
+def test_a_missing_transpose_gets_a_hint_not_the_answer(tmp_path):
+    folder = with_swapped(tmp_path, {"ex01_split_heads.py": WRONG / "split_no_transpose" / "ex01_split_heads.py"})
+    why = reasons(grade(folder, only=["ex01"]))["ex01_split_heads"]
+    assert "the values are right but in the wrong places" in why

@@ -21,7 +21,7 @@ def main(args) -> int:
     wt = walkthrough.run(args.sentence, args.d_model, args.num_heads, args.seed)
     d, h = args.d_model, args.num_heads
     print(f"tokens (T={len(wt.tokens)}): {' '.join(wt.tokens)}")
-    print(f"d_model={d}, h={h}, d_k=d_model/h={d // h}\n")
+    print(f"d_model={d}, h={h}, d_k=d_model/h={d // h}; weights are seeded and untrained\n")
     print(walkthrough.format_steps(wt))
     print(f"\nsame result as MultiHeadAttention.forward: max |difference| = {wt.max_diff_vs_module:.1e}")
     print("\nparameters")
@@ -33,10 +33,16 @@ def main(args) -> int:
         " block-diagonal W_q/W_k/W_v, not the standard layer"
     )
     if args.out is not None:
-        from mhattn.plot import attention_heatmaps
+        try:
+            import matplotlib  # noqa: F401
+
+            from mhattn.plot import attention_heatmaps
+        except ImportError:
+            raise FileNotFoundError("--out needs matplotlib: pip install 'mhattn[course]'") from None
 
         args.out.mkdir(parents=True, exist_ok=True)
-        fig = attention_heatmaps(wt.weights[0], wt.tokens, title=f"MultiHeadAttention({d}, {h}): weights per head")
+        title = f"MultiHeadAttention({d}, {h}): weights per head (untrained, seeded)"
+        fig = attention_heatmaps(wt.weights[0], wt.tokens, title=title)
         path = args.out / "attention_heads.png"
         fig.savefig(path, dpi=110)
         print(f"\nheatmaps written to {path}")

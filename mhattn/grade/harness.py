@@ -36,7 +36,10 @@ def check_array(what, got, expected, atol, rtol=0.0):
     err = float(np.max(np.abs(got.astype(np.float64) - expected), initial=0.0))
     tol = atol + rtol * float(np.max(np.abs(expected), initial=0.0))
     if err > tol:
-        raise GradeFailure(f"{what}: max |error| vs reference {err:.2e} (tolerance {tol:.1e})")
+        # sorted values reveal nothing of the layout, and tell a permutation from a wrong formula
+        moved = np.allclose(np.sort(got, axis=None), np.sort(expected, axis=None), rtol=1e-6, atol=max(tol, 1e-12))
+        hint = "; the values are right but in the wrong places (a missing transpose, or a wrong order?)" if moved else ""
+        raise GradeFailure(f"{what}: max |error| vs reference {err:.2e} (tolerance {tol:.1e}){hint}")
 
 
 def check_number(what, got, expected, rel=1e-9, exact_int=False):

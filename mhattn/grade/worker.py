@@ -82,6 +82,10 @@ def grade_file(ex: Exercise, path: Path, seed: int) -> tuple[int, str]:
     if not path.is_file():
         return 0, f"file not found: {path}"
     source = path.read_text(encoding="utf-8")
+    try:
+        compile(source, str(path), "exec")
+    except SyntaxError as err:
+        return 0, f"{path.name} line {err.lineno}: SyntaxError: {err.msg} (the file does not parse)"
     refused = scan_imports(source, ex)
     if refused:
         return 0, refused
@@ -109,7 +113,9 @@ def grade_file(ex: Exercise, path: Path, seed: int) -> tuple[int, str]:
         return 0, f"not implemented yet: {frame.name} raises NotImplementedError"
     except BaseException as err:  # noqa: BLE001 - the learner's exception, reported as its last traceback line
         last = traceback.format_exception_only(type(err), err)[-1].strip()
-        return 0, f"{stage}: exception {last}"
+        lines = [f.lineno for f in traceback.extract_tb(err.__traceback__) if f.filename == str(path)]
+        where = f" ({path.name} line {lines[-1]})" if lines else ""
+        return 0, f"{stage}: exception {last}{where}"
     return ex.points, "all visible and hidden tests passed"
 
 
