@@ -197,7 +197,7 @@ print("row sums:", w_both[0, 0].sum(axis=-1))
     ("md", """
 ### A query that may see nothing
 
-Rows 3 and 4 above still see keys 0..2. But if *every* key of a row is hidden (here: a sequence whose first keys are padding, under a causal mask, so query 0 may see only key 0, which is padding), the softmax has nothing to normalise. Computing it naively gives $0/0$ = NaN, which then spreads to every gradient; torch's eager path returns NaN there (pytorch/pytorch#41508). mhattn's choice: such a row gets **all-zero weights**, its output is zero, and its gradients are zero.
+Rows 3 and 4 above still see keys 0..2. But if *every* key of a row is hidden (here: a sequence whose first keys are padding, under a causal mask, so queries 0 and 1 may see only keys 0 and 1, which are both padding), the softmax has nothing to normalise. Computing it naively gives $0/0$ = NaN, which then spreads to every gradient; torch's eager path returns NaN there (pytorch/pytorch#41508). mhattn's choice: such a row gets **all-zero weights**, its output is zero, and its gradients are zero.
 """),
     ("code", """
 left_padded = np.array([[True, True, False, False, False]])  # keys 0 and 1 are padding
