@@ -37,6 +37,25 @@ class AttentionCache(NamedTuple):
     dropped: object  # (B, h, T, S) the weights after dropout (the same array without dropout)
 
 
+def _check_inputs(q, k, v, mask, dropout_p, rng):
+    """Kinds, dtypes and shapes of the attention inputs; returns their array module."""
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        check_float_array(name, a, q.dtype if name != "q" else None)
+    xp = get_array_module(q, k, v, mask)
+    if q.ndim < 2 or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or q.shape[-1] == 0:
+        raise ValueError(f"attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit together")
+    scores_shape = (*q.shape[:-1], k.shape[-2])
+    if mask is not None:
+        check_mask_kind("mask", mask)
+        if not broadcasts_to(mask.shape, scores_shape):
+            raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores {scores_shape}")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"attention: dropout_p must be in [0, 1), got {dropout_p}")
+    if dropout_p > 0.0 and rng is None:
+        raise ValueError("attention: dropout_p > 0 needs rng, a numpy.random.Generator")
+    return xp
+
+
 def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
     """Attention of every query over every key, per batch element and head.
 
@@ -56,20 +75,9 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
     Raises:
         TypeError: ``q``, ``k``, ``v`` are not float arrays of one dtype; ``mask`` is neither bool nor float.
         ValueError: shapes disagree, the mask does not broadcast to ``(B, h, T, S)``,
-            or ``dropout_p`` is outside [0, 1).
+            ``dropout_p`` is outside [0, 1), or dropout is asked for without ``rng``.
     """
-    for name, a in (("q", q), ("k", k), ("v", v)):
-        check_float_array(name, a, q.dtype if name != "q" else None)
-    xp = get_array_module(q, k, v, mask)
-    if q.ndim < 2 or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or q.shape[-1] == 0:
-        raise ValueError(f"attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit together")
-    scores_shape = (*q.shape[:-1], k.shape[-2])
-    if mask is not None:
-        check_mask_kind("mask", mask)
-        if not broadcasts_to(mask.shape, scores_shape):
-            raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores {scores_shape}")
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"attention: dropout_p must be in [0, 1), got {dropout_p}")
+    xp = _check_inputs(q, k, v, mask, dropout_p, rng)
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
     # 1. similarity of every query with every key
     scores = q @ k.swapaxes(-1, -2)  # (B, h, T, S)
@@ -85,8 +93,6 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
     # 4. dropout on the weights, rescaled by 1/(1-p) so the expectation is kept
     keep, dropped = None, weights
     if dropout_p > 0.0:
-        if rng is None:
-            raise ValueError("attention: dropout_p > 0 needs rng, a numpy.random.Generator")
         keep_host = (rng.random(weights.shape) >= dropout_p) / (1.0 - dropout_p)
         keep = xp.asarray(keep_host, dtype=weights.dtype)  # host -> device of the inputs
         dropped = weights * keep

@@ -19,16 +19,8 @@ def _host(v):
     return to_numpy(v)
 
 
-def params_from_torch(mapping, d_model, kdim, vdim, bias, dtype):
-    """mhattn ``params`` (on the current backend) from a torch-named mapping of arrays.
-
-    Raises:
-        KeyError: a needed name is missing (the message lists what is there), or an entry is
-            not used by this module (e.g. biases for ``bias=False``; both weight layouts at once).
-        TypeError: not a mapping, or an entry that is not floating point.
-        ValueError: an array has the wrong shape, or the mapping uses
-            ``bias_k``/``bias_v`` (``add_bias_kv``), which mhattn does not support.
-    """
+def _checked_host_arrays(mapping, bias):
+    """Host float arrays of ``mapping``, refusing entries this module would not use."""
     if not hasattr(mapping, "items"):
         raise TypeError(f"expected a mapping of parameter names to arrays (a state dict), got {type(mapping).__name__}")
     m = {k: _host(v) for k, v in mapping.items()}
@@ -44,6 +36,20 @@ def params_from_torch(mapping, d_model, kdim, vdim, bias, dtype):
     for k, v in m.items():
         if v.dtype.kind != "f":
             raise TypeError(f"{k} has dtype {v.dtype}; expected floating point")
+    return m
+
+
+def params_from_torch(mapping, d_model, kdim, vdim, bias, dtype):
+    """mhattn ``params`` (on the current backend) from a torch-named mapping of arrays.
+
+    Raises:
+        KeyError: a needed name is missing (the message lists what is there), or an entry is
+            not used by this module (e.g. biases for ``bias=False``; both weight layouts at once).
+        TypeError: not a mapping, or an entry that is not floating point.
+        ValueError: an array has the wrong shape, or the mapping uses
+            ``bias_k``/``bias_v`` (``add_bias_kv``), which mhattn does not support.
+    """
+    m = _checked_host_arrays(mapping, bias)
 
     def take(name, shape):
         if name not in m:
