@@ -1,0 +1,1 @@
+"""Training: tasks, the loop, and checkpoints."""
