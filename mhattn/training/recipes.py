@@ -17,7 +17,7 @@ RECIPES = {
                         lr=3e-3, head_dropout=0.0, file="roles-plain.npz"),
     "roles-headdropout": dict(task="roles", d_model=96, num_heads=12, num_layers=1, d_ff=384, steps=3500, batch_size=128,
                               lr=3e-3, head_dropout=0.3, file="roles-headdropout.npz"),
-    "text": dict(task="text", d_model=96, num_heads=12, num_layers=2, d_ff=384, steps=1500, batch_size=32,
+    "text": dict(task="text", d_model=96, num_heads=12, num_layers=1, d_ff=384, steps=2500, batch_size=32,
                  lr=3e-3, head_dropout=0.0, file="text.npz"),
 }  # fmt: skip
 
