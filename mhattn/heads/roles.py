@@ -57,8 +57,8 @@ def rare_token_stats(weights, ids, rarity):
     r = np.asarray(rarity)[ids]  # (N, S)
     is_rarest = r == r.max(axis=1, keepdims=True)  # (N, S) positions holding the rarest token
     arg = weights.argmax(axis=-1)  # (L, N, h, T)
-    hit = np.take_along_axis(is_rarest[None, :, None, :], arg.reshape(arg.shape[0], arg.shape[1], -1), axis=-1)
-    return hit.reshape(arg.shape).mean(axis=(1, 3))
+    hit = is_rarest[np.arange(ids.shape[0])[None, :, None, None], arg]  # (L, N, h, T)
+    return hit.mean(axis=(1, 3))
 
 
 def detect_roles(weights, ids, rarity, threshold=POSITIONAL_THRESHOLD):
