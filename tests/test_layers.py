@@ -33,7 +33,9 @@ def test_embedding_scatter_add_accumulates_repeated_ids(backend):
 def test_embedding_gradcheck(rng):
     ids = rng.integers(0, 5, (3, 4))
     ids[0, :] = 2  # repeats
-    (err,) = check_backward(lambda W: embedding_forward(ids, W), lambda d, c: (embedding_backward(d, c),), [rng.standard_normal((5, 6))])
+    (err,) = check_backward(
+        lambda W: embedding_forward(ids, W), lambda d, c: (embedding_backward(d, c),), [rng.standard_normal((5, 6))]
+    )
     assert err < TOL
 
 
@@ -53,7 +55,9 @@ def test_sinusoidal_table_matches_vaswani_formula():
 
 
 def test_positional_gradcheck(rng):
-    (err,) = check_backward(positional_encoding_forward, lambda d, c: (positional_encoding_backward(d, c),), [rng.standard_normal((2, 3, 4))])
+    (err,) = check_backward(
+        positional_encoding_forward, lambda d, c: (positional_encoding_backward(d, c),), [rng.standard_normal((2, 3, 4))]
+    )
     assert err < TOL
 
 
@@ -131,7 +135,7 @@ def test_whole_tiny_model_gradcheck_float64(rng):
 
     cfg = ModelConfig(vocab_size=7, output_sizes=(5, 3), d_model=8, num_heads=2, num_layers=2, d_ff=12, causal=True)
     model = TransformerModel(cfg, seed=0, dtype="float64")
-    for name, p in model.params.items():  # move away from the init so every gradient is sizeable
+    for p in model.params.values():  # move away from the init so every gradient is sizeable
         p += 0.5 * rng.standard_normal(p.shape)
     ids = rng.integers(0, 7, (2, 4))
     targets = (rng.integers(0, 5, (2, 4)), rng.integers(0, 3, (2, 4)))
