@@ -90,3 +90,15 @@ def save_all(reports, out_dir):
         plt.close(fig)
         paths.append(out_dir / fname)
     return paths
+
+
+def show(fig, dpi=90):
+    """Display ``fig`` in a notebook as a PNG only (no ``<Figure size ...>`` text), then close it."""
+    import io
+
+    from IPython.display import display
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    _plt().close(fig)
+    display({"image/png": buf.getvalue()}, raw=True)

@@ -77,7 +77,8 @@ def lr_at(step, steps, lr, warmup=100):
 
 
 def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_dropout=0.0, weight_decay=0.0,
-          clip=1.0, seed=0, progress=True, log_every=100, model=None, head_mask=None):  # fmt: skip
+          clip=1.0, seed=0, progress=True, log_every=100, model=None, head_mask=None, eval_data=None,
+          eval_every=250):  # fmt: skip
     """Train (or fine-tune) a model on ``task`` with Adam.
 
     Args:
@@ -87,10 +88,11 @@ def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_d
         model: continue training this model instead of a fresh one.
         head_mask: fixed ``(L, h)`` mask applied at every step (fine-tuning a pruned model).
         progress: show a tqdm bar with loss and accuracy.
+        eval_data: ``(ids, targets)`` scored every ``eval_every`` steps (for time-to-accuracy).
 
     Returns:
-        ``(model, info)``: ``info`` has ``seconds``, ``steps``, and ``history`` (list of
-        ``(step, train loss, train acc)``).
+        ``(model, info)``: ``info`` has ``seconds``, ``steps``, ``history`` (list of
+        ``(step, train loss, train acc)``) and ``val_history`` (``(step, seconds, loss, min_acc)``).
     """
     rng = np.random.default_rng(seed)
     model = model or TransformerModel(cfg, seed=seed)
@@ -99,7 +101,7 @@ def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_d
     opt = Adam(model.params, lr=lr, weight_decay=weight_decay, clip=clip)
     fixed = None if head_mask is None else asarray(np.asarray(head_mask, dtype=dtype))
     bar = _progress(steps, progress)
-    history, t0 = [], time.perf_counter()
+    history, val_history, t0 = [], [], time.perf_counter()
     for step in range(steps):
         ids, targets = task.sample(batch_size, rng)
         hm = fixed
@@ -115,9 +117,12 @@ def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_d
             acc = float(np.mean([to_numpy((z.argmax(-1) == asarray(t)).mean()) for z, t in zip(logits, targets, strict=True)]))
             history.append((step, loss, acc))
             bar.set_postfix(loss=f"{loss:.3f}", acc=f"{acc:.3f}")
+        if eval_data is not None and ((step + 1) % eval_every == 0 or step == steps - 1):
+            r = evaluate(model, *eval_data)
+            val_history.append((step + 1, time.perf_counter() - t0, r["loss"], r["min_acc"]))
         bar.update(1)
     bar.close()
-    return model, {"seconds": time.perf_counter() - t0, "steps": steps, "history": history}
+    return model, {"seconds": time.perf_counter() - t0, "steps": steps, "history": history, "val_history": val_history}
 
 
 class _NoBar:

@@ -37,12 +37,16 @@ def run_recipe(name, out, seed=0, progress=True, **overrides):
     task = make_task(r["task"])
     cfg = ModelConfig(vocab_size=task.vocab_size, output_sizes=task.output_sizes, d_model=r["d_model"],
                       num_heads=r["num_heads"], num_layers=r["num_layers"], d_ff=r["d_ff"], causal=task.causal)  # fmt: skip
+    probe = task.eval_set(256, seed=777)  # a small probe set, distinct from the final evaluation set
     model, info = train(task, cfg, steps=r["steps"], batch_size=r["batch_size"], lr=r["lr"],
-                        head_dropout=r["head_dropout"], seed=seed, progress=progress)  # fmt: skip
+                        head_dropout=r["head_dropout"], seed=seed, progress=progress, eval_data=probe)  # fmt: skip
     ids, targets = task.eval_set()
     scores = evaluate(model, ids, targets, names=task.output_names)
     training = {"recipe": name, "seed": seed, **{k: r[k] for k in ("steps", "batch_size", "lr", "head_dropout")},
-                "seconds": round(info["seconds"], 1), "val": scores}  # fmt: skip
+                "seconds": round(info["seconds"], 1), "val": scores,
+                "probe_history": [[st, round(sec, 1), round(lo, 4), round(acc, 4)] for st, sec, lo, acc in info["val_history"]],
+                "first_probe_min_acc_99": next(([st, round(sec, 1)] for st, sec, _, acc in info["val_history"] if acc >= 0.99),
+                                               None)}  # fmt: skip
     meta = {"task": task.to_meta(), "training": training}
     save_checkpoint(out, model, task.to_meta(), training)
     return model, meta
