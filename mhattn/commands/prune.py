@@ -24,8 +24,8 @@ def add_parser(sub, name):
     p.add_argument("--checkpoint", action="append", default=None, help="a checkpoint path or shipped name (repeatable)")
     p.add_argument("--remove", type=int, default=6, help="heads removed at once (default: %(default)s)")
     p.add_argument("--n-random", type=int, default=200, help="random subsets (default: %(default)s)")
-    p.add_argument("--eval-size", type=int, default=None, help="evaluation sequences (default: 1024 roles, 256 text)")
-    p.add_argument("--curve-orders", type=int, default=10, help="random orders averaged in the pruning curve")
+    p.add_argument("--eval-size", type=int, default=None, help="evaluation sequences (default: 512 roles, 256 text)")
+    p.add_argument("--curve-orders", type=int, default=5, help="random orders averaged in the pruning curve")
     p.add_argument("--finetune-steps", type=int, default=150, help="fine-tuning steps after pruning")
     p.add_argument("--gate-steps", type=int, default=300, help="hard-concrete gate steps (0 skips)")
     p.add_argument("--l0-lambda", type=float, default=0.05, help="L0 penalty weight for the gates")
@@ -85,7 +85,7 @@ def run(names, settings_kw):
         model, meta = load_checkpoint(name)
         task = task_from_meta(meta["task"])
         kw = dict(settings_kw)
-        kw.setdefault("eval_size", 1024 if task.name == "roles" else 256)
+        kw.setdefault("eval_size", 512 if task.name == "roles" else 256)
         details = run_prune(model, task, PruneSettings(**kw))
         models[Path(str(name)).stem] = {**answers(details), "details": details}
     return models

@@ -22,8 +22,8 @@ from mhattn.training.loop import train
 class PruneSettings:
     n_remove: int = 6  # heads removed at once (from all L*h heads)
     n_random: int = 200  # random subsets of n_remove heads
-    eval_size: int = 1024  # sequences in the fixed evaluation set
-    curve_orders: int = 10  # random removal orders averaged in the pruning curve
+    eval_size: int = 512  # sequences in the fixed evaluation set
+    curve_orders: int = 5  # random removal orders averaged in the pruning curve
     finetune_steps: int = 150  # brief fine-tuning after pruning (compensation)
     gate_steps: int = 300  # hard-concrete gate training steps (0 skips)
     l0_lambda: float = 0.05  # L0 penalty weight
