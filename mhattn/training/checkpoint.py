@@ -42,6 +42,8 @@ def save_checkpoint(path, model: TransformerModel, task_meta: dict, training: di
 
 
 def _read(path):
+    if Path(path).is_file() and not zipfile.is_zipfile(path):
+        raise CheckpointError(f"checkpoint {path}: corrupt or truncated .npz (not a readable zip archive)")
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
