@@ -13,6 +13,7 @@ problem with a file raises :class:`CheckpointError` naming the file and the faul
 from __future__ import annotations
 
 import json
+import os
 import zipfile
 from pathlib import Path
 
@@ -36,8 +37,10 @@ def save_checkpoint(path, model: TransformerModel, task_meta: dict, training: di
     arrays = {f"param/{n}": to_numpy(p) for n, p in model.params.items()}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as fh:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
         np.savez_compressed(fh, meta=np.array(json.dumps(meta)), **arrays)
+    os.replace(tmp, path)  # readers never see a half-written file
     return path
 
 
