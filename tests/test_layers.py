@@ -161,3 +161,25 @@ def test_whole_tiny_model_gradcheck_float64(rng):
             assert np.abs(analytic).max() < 1e-12 and np.abs(num).max() < 1e-7
         else:
             assert rel_error(analytic, num) < TOL, name
+
+
+def test_thin_layer_classes_match_their_functional_pairs(rng):
+    from mhattn.nn import Embedding, EncoderBlock, FeedForward, LayerNorm
+
+    ids = np.array([[0, 2, 2]])
+    emb = Embedding(4, 6, dtype="float64", seed=0)
+    x = emb.forward(ids)
+    emb.backward(np.ones_like(x))
+    assert emb.grads["W"][2].tolist() == [2.0] * 6 and emb.grads["W"][1].tolist() == [0.0] * 6
+    ln, ff = LayerNorm(6, dtype="float64"), FeedForward(6, 10, dtype="float64", seed=0)
+    y = ff.forward(ln.forward(x))
+    dx = ln.backward(ff.backward(np.ones_like(y)))
+    assert dx.shape == x.shape and set(ff.grads) == {"W1", "b1", "W2", "b2"}
+    block = EncoderBlock(6, 2, 10, dtype="float64", seed=0)
+    out, w = block.forward(x, head_mask=np.ones(2))
+    ref, _, _ = encoder_block_forward(x, block.params, 2, head_mask=np.ones(2))
+    assert np.array_equal(out, ref) and w.shape == (1, 2, 3, 3)
+    block.backward(np.ones_like(out))
+    assert block.grads["head_mask"].shape == (2,)
+    with pytest.raises(RuntimeError, match="before forward"):
+        LayerNorm(3).backward(np.ones(3))
