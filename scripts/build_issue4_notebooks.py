@@ -1,4 +1,7 @@
-"""Write notebooks 04 and 05 (issue 4) from their cell sources; execute them afterwards with nbconvert."""
+"""Write notebooks 04 and 05 (issue 4) from their cell sources; execute them afterwards with nbconvert.
+
+``--markdown-only`` updates the text cells of the executed notebooks and keeps their outputs.
+"""
 
 from pathlib import Path
 
@@ -350,9 +353,10 @@ for n, m in models.items():
         "md",
         """**Compare with your predictions.** The loss grows less than expected when (a) the contribution is
 concentrated in a few heads, so most of a random half is cheap to lose, or (b) several heads do the same job,
-so the survivors cover for the removed ones; fine-tuning then wins back much of what is lost. Watch, too, for
-the trap in check 3: when heads are redundant, each looks dispensable on its own, yet removing all the
-"dispensable" ones together removes every copy of a job, so single-head scores do not add up.""",
+so the survivors cover for the removed ones; brief fine-tuning then wins back most of what was lost
+(check 4). Check 3 holds a trap: single-head scores do not add up. A head that shares its job looks dispensable
+while its twins are there, so the six individually weakest heads cost more together than the sum of their
+single costs, and re-scoring after every removal (Michel's procedure) picks a cheaper six.""",
     ),
 ]
 
@@ -367,6 +371,21 @@ def build(cells, path):
     nbf.write(nb, path)
 
 
+def patch_markdown(cells, path):
+    """Replace only the markdown of an executed notebook (its code cells must be unchanged), keeping outputs."""
+    nb = nbf.read(path, as_version=4)
+    assert len(nb.cells) == len(cells), f"{path}: cell count changed; rebuild and re-execute"
+    for cell, (kind, src) in zip(nb.cells, cells, strict=True):
+        if kind == "code":
+            assert cell.source == src, f"{path}: a code cell changed; rebuild and re-execute"
+        else:
+            cell.source = src
+    nbf.write(nb, path)
+
+
 if __name__ == "__main__":
-    build(NB04, HERE / "04_training_and_head_roles.ipynb")
-    build(NB05, HERE / "05_test_yourself_pruning.ipynb")
+    import sys
+
+    step = patch_markdown if "--markdown-only" in sys.argv else build
+    step(NB04, HERE / "04_training_and_head_roles.ipynb")
+    step(NB05, HERE / "05_test_yourself_pruning.ipynb")
