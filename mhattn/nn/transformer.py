@@ -97,7 +97,15 @@ class TransformerModel:
         self.grads, self.head_mask_grad, self._cache = {}, None, None
 
     def forward(self, ids, *, head_mask=None, training=False):
-        """``ids`` ``(B, T)`` -> ``(logits tuple of (B, T, C_k), weights tuple of (B, h, T, T))``."""
+        """Run the model on ``ids`` ``(B, T)`` (integers in ``[0, vocab_size)``).
+
+        Args:
+            head_mask: ``(L, h)`` or ``(L, B, h)`` multipliers ξ on each head's output (Michel et al. 2019), or None.
+            training: apply ``cfg.dropout``.
+
+        Returns:
+            ``(logits, weights)``: a tuple of K arrays ``(B, T, C_k)`` and a tuple of L arrays ``(B, h, T, T)``.
+        """
         c = self.cfg
         logits, weights, self._cache = transformer_forward(
             ids, self.params, c.num_heads, c.num_layers, len(c.output_sizes), causal=c.causal, head_mask=head_mask,
