@@ -40,6 +40,11 @@ def _fmt(v):
     return f"{v:+.3f}" if isinstance(v, float) else str(v)
 
 
+def _role_counts(m):
+    roles = [r["role"] for r in m["details"]["roles"]]
+    return f"{roles.count('offset-1')} / {roles.count('offset+1')} / {roles.count('rare')}"
+
+
 def table(models):
     """Side-by-side text table of the headline numbers."""
     rows = [
@@ -60,6 +65,7 @@ def table(models):
         ("random subsets improving loss", lambda m: m["q3_removal_improved_loss"]["n_random_subsets_improved"]),
         ("single ablations improving loss", lambda m: m["q3_removal_improved_loss"]["n_single_ablations_improved"]),
         ("gates open after L0 training", lambda m: m["details"].get("gates", {}).get("open")),
+        ("heads at -1 / +1 / rare (>= 90%)", _role_counts),
     ]
     names = list(models)
     lines = [f"{'':34s}" + "".join(f"{n:>20s}" for n in names)]
