@@ -183,3 +183,15 @@ def test_thin_layer_classes_match_their_functional_pairs(rng):
     assert block.grads["head_mask"].shape == (2,)
     with pytest.raises(RuntimeError, match="before forward"):
         LayerNorm(3).backward(np.ones(3))
+
+
+def test_causal_model_cannot_see_the_future(rng):
+    """Changing the tokens after position t leaves the causal model's outputs up to t unchanged (and not otherwise)."""
+    for causal in (True, False):
+        cfg = ModelConfig(vocab_size=9, output_sizes=(9,), d_model=8, num_heads=2, num_layers=2, d_ff=12, causal=causal)
+        model = TransformerModel(cfg, seed=0, dtype="float64")
+        ids = rng.integers(0, 9, (1, 6))
+        changed = ids.copy()
+        changed[0, 4:] = (ids[0, 4:] + 1) % 9
+        same = np.allclose(model.forward(ids)[0][0][0, :4], model.forward(changed)[0][0][0, :4])
+        assert same == causal

@@ -161,3 +161,10 @@ def test_shipped_text_checkpoint_scores_what_it_records():
     r = evaluate(model, *task.eval_set(), names=task.output_names)
     assert r["loss"] == pytest.approx(meta["training"]["val"]["loss"], abs=1e-3)
     assert r["loss"] < 2.3  # well below the 4.6 nats of a uniform guess over ~100 characters
+
+
+def test_shipped_checkpoints_are_small_enough_to_ship():
+    from mhattn.training.checkpoint import DATA_DIR, SHIPPED
+
+    for fname in SHIPPED.values():
+        assert (DATA_DIR / fname).stat().st_size <= 2 * 1024 * 1024, fname
