@@ -6,10 +6,15 @@
 * :mod:`~mhattn.heads.prune`: the "remove 6 of 12 heads" experiment behind ``mhattn prune``.
 """
 
+from mhattn.heads.answers import answers
 from mhattn.heads.importance import ablation_deltas, head_importance, masked_eval, spearman
+from mhattn.heads.prune import PruneSettings, run_prune
 from mhattn.heads.roles import attention_maps, detect_roles, head_confidence, positional_stats, rare_token_stats
 
 __all__ = [
+    "PruneSettings",
+    "answers",
+    "run_prune",
     "ablation_deltas",
     "attention_maps",
     "detect_roles",
