@@ -27,7 +27,13 @@ def test_prune_writes_the_report_keys_for_both_roles_models(report):
         assert m["q3_removal_improved_loss"]["n_random"] == 12
         assert len(m["details"]["random"]["subsets"][0]) == 6 and len(m["details"]["importance"][0]) == 12
         assert m["details"]["curve"]["fraction_removed"][0] == 0.0 and m["details"]["curve"]["fraction_removed"][-1] == 1.0
-    for png in ("importance.png", "random_removal_hist.png", "pruning_curves.png", "similarity.png"):
+    for png in (
+        "importance.png",
+        "random_removal_hist.png",
+        "pruning_curves.png",
+        "similarity.png",
+        "attention_roles-plain_layer0.png",
+    ):
         assert (out / png).stat().st_size > 5000
 
 

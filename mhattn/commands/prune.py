@@ -97,6 +97,25 @@ def run(names, settings_kw):
     return models
 
 
+def _attention_png(name, out_dir):
+    """Per-head attention maps of one evaluation sequence, as ``attention_<model>.png``."""
+    import matplotlib.pyplot as plt
+
+    from mhattn.heads.roles import attention_maps
+    from mhattn.plot import attention_heatmaps
+
+    model, meta = load_checkpoint(name)
+    task = task_from_meta(meta["task"])
+    seq = task.eval_set(1)[0]
+    stem = Path(str(name)).stem
+    for layer, w in enumerate(attention_maps(model, seq)[:, 0]):  # (h, T, T) per layer
+        fig = attention_heatmaps(
+            w, [str(t) for t in seq[0]] if task.name == "roles" else None, title=f"{stem}, layer {layer}", ncols=6
+        )
+        fig.savefig(out_dir / f"attention_{stem}_layer{layer}.png", dpi=80)
+        plt.close(fig)
+
+
 def main(args) -> int:
     names = args.checkpoint or DEFAULTS[args.task]
     kw = {"n_remove": args.remove, "n_random": args.n_random, "curve_orders": args.curve_orders,
@@ -116,5 +135,7 @@ def main(args) -> int:
         from mhattn.plots_pruning import save_all
 
         save_all({n: m["details"] for n, m in models.items()}, args.out)
+        for name in names:
+            _attention_png(name, args.out)
     print(f"\nreport written to {args.out / 'report.json'} ({report['seconds']} s)")
     return 0
