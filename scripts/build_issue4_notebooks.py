@@ -185,7 +185,7 @@ show(pruning_curves(reports))""",
         """## Pruning by training: hard-concrete gates
 
 Voita et al. put a stochastic gate on each head and add an L0 penalty, the expected number of open gates, to the
-loss. Gates that are not worth their penalty close. 150 fine-tuning steps from each converged model
+loss. Gates that are not worth their penalty close. 150 fine-tuning steps of 64 sequences from each converged model
 (`mhattn prune` runs 300):""",
     ),
     (
@@ -193,7 +193,8 @@ loss. Gates that are not worth their penalty close. 150 fine-tuning steps from e
         """for name, (model, task, _) in models.items():
     from mhattn.nn.transformer import TransformerModel
 
-    g = train_gates(TransformerModel(model.cfg, params=dict(model.params)), task, l0_lambda=0.05, steps=150, seed=0)
+    copy = TransformerModel(model.cfg, params=dict(model.params))
+    g = train_gates(copy, task, l0_lambda=0.05, steps=150, batch_size=64, seed=0)
     open_heads = [int(h) for h in np.flatnonzero(g["gates"][0] > 0)]
     print(f"{name}: {g['open']} of 12 gates stay open: heads {open_heads}")""",
     ),
