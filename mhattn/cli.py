@@ -9,6 +9,8 @@ import sys
 # subcommand -> module that defines add_parser(subparsers) and main(args)
 SUBCOMMANDS = {
     "walkthrough": "mhattn.commands.walkthrough",
+    "train": "mhattn.commands.train",
+    "prune": "mhattn.commands.prune",
     "grade": "mhattn.commands.grade",
 }
 

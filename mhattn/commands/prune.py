@@ -1,0 +1,141 @@
+"""``mhattn prune``: remove heads from trained models and answer "why might the loss grow less than expected?"."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mhattn.heads.answers import answers
+from mhattn.heads.prune import PruneSettings, run_prune
+from mhattn.training.checkpoint import load_checkpoint
+from mhattn.training.tasks import task_from_meta
+
+DEFAULTS = {"roles": ["roles-plain", "roles-headdropout"], "text": ["text"]}
+
+
+def add_parser(sub, name):
+    p = sub.add_parser(name, help="remove heads at random / by importance from trained models; write report.json and plots")
+    p.add_argument(
+        "--task", choices=["roles", "text"], default="roles", help="which shipped checkpoints (roles: both side by side)"
+    )
+    p.add_argument("--checkpoint", action="append", default=None, help="a checkpoint path or shipped name (repeatable)")
+    p.add_argument("--remove", type=int, default=6, help="heads removed at once (default: %(default)s)")
+    p.add_argument("--n-random", type=int, default=200, help="random subsets (default: %(default)s)")
+    p.add_argument("--eval-size", type=int, default=None, help="evaluation sequences (default: 512 roles, 256 text)")
+    p.add_argument("--curve-orders", type=int, default=5, help="random orders averaged in the pruning curve")
+    p.add_argument("--finetune-steps", type=int, default=150, help="fine-tuning steps after pruning")
+    p.add_argument("--gate-steps", type=int, default=300, help="hard-concrete gate steps (0 skips)")
+    p.add_argument("--l0-lambda", type=float, default=0.05, help="L0 penalty weight for the gates")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=Path("prune_report"), help="folder for report.json and PNGs")
+    p.add_argument("--no-plots", action="store_true")
+
+
+def _fmt(v):
+    if v is None:
+        return "n/a"
+    return f"{v:+.3f}" if isinstance(v, float) else str(v)
+
+
+def _role_counts(m):
+    roles = [r["role"] for r in m["details"]["roles"]]
+    return f"{roles.count('offset-1')} / {roles.count('offset+1')} / {roles.count('rare')}"
+
+
+def table(models):
+    """Side-by-side text table of the headline numbers."""
+    rows = [
+        ("baseline loss (nats)", lambda m: m["details"]["baseline"]["loss"]),
+        ("baseline accuracy", lambda m: m["details"]["baseline"]["acc"]),
+        ("max single-ablation dloss", lambda m: m["q1_unequal_contribution"]["single_ablation_dloss_max"]),
+        ("median single-ablation dloss", lambda m: m["q1_unequal_contribution"]["single_ablation_dloss_median"]),
+        ("top-2 share of ablation loss", lambda m: m["q1_unequal_contribution"]["top2_share_of_single_ablation_loss"]),
+        ("spearman(importance, ablation)", lambda m: m["q1_unequal_contribution"]["spearman_importance_vs_zero_ablation"]),
+        ("remove least important: dloss", lambda m: m["q1_unequal_contribution"]["least_vs_most_important_dloss"][0]),
+        ("remove most important: dloss", lambda m: m["q1_unequal_contribution"]["least_vs_most_important_dloss"][1]),
+        ("random removal: median dloss", lambda m: m["q2_compensation"]["random_dloss_median"]),
+        ("random removal: median dacc", lambda m: m["q2_compensation"]["random_dacc_median"]),
+        ("weakest singles: sum of singles", lambda m: m["q2_compensation"]["lowest_single_sum_of_single_dloss"]),
+        ("weakest singles: removed together", lambda m: m["q2_compensation"]["lowest_single_joint_dloss"]),
+        ("Michel iterative: dloss", lambda m: m["q2_compensation"]["michel_iterative_joint_dloss"]),
+        ("fine-tune recovered fraction", lambda m: m["q2_compensation"]["finetune_recovered_fraction"]),
+        ("random subsets improving loss", lambda m: m["q3_removal_improved_loss"]["n_random_subsets_improved"]),
+        ("single ablations improving loss", lambda m: m["q3_removal_improved_loss"]["n_single_ablations_improved"]),
+        ("gates open after L0 training", lambda m: m["details"].get("gates", {}).get("open")),
+        ("heads at -1 / +1 / rare (>= 90%)", _role_counts),
+    ]
+    names = list(models)
+    lines = [f"{'':34s}" + "".join(f"{n:>20s}" for n in names)]
+    for label, get in rows:
+        lines.append(f"{label:34s}" + "".join(f"{_fmt(get(models[n])):>20s}" for n in names))
+    return "\n".join(lines)
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def run(names, settings_kw):
+    """Run the experiment for each checkpoint; returns ``{name: {q1..., q2..., q3..., summary, details}}``."""
+    models = {}
+    for name in names:
+        model, meta = load_checkpoint(name)
+        task = task_from_meta(meta["task"])
+        kw = dict(settings_kw)
+        kw.setdefault("eval_size", 512 if task.name == "roles" else 256)
+        details = run_prune(model, task, PruneSettings(**kw))
+        models[Path(str(name)).stem] = {**answers(details), "details": details}
+    return models
+
+
+def _attention_png(name, out_dir):
+    """Per-head attention maps of one evaluation sequence, as ``attention_<model>.png``."""
+    import matplotlib.pyplot as plt
+
+    from mhattn.heads.roles import attention_maps
+    from mhattn.plot import attention_heatmaps
+
+    model, meta = load_checkpoint(name)
+    task = task_from_meta(meta["task"])
+    seq = task.eval_set(1)[0]
+    stem = Path(str(name)).stem
+    for layer, w in enumerate(attention_maps(model, seq)[:, 0]):  # (h, T, T) per layer
+        fig = attention_heatmaps(
+            w, [str(t) for t in seq[0]] if task.name == "roles" else None, title=f"{stem}, layer {layer}", ncols=6
+        )
+        fig.savefig(out_dir / f"attention_{stem}_layer{layer}.png", dpi=80)
+        plt.close(fig)
+
+
+def main(args) -> int:
+    names = args.checkpoint or DEFAULTS[args.task]
+    kw = {"n_remove": args.remove, "n_random": args.n_random, "curve_orders": args.curve_orders,
+          "finetune_steps": args.finetune_steps, "gate_steps": args.gate_steps, "l0_lambda": args.l0_lambda,
+          "seed": args.seed}  # fmt: skip
+    if args.eval_size:
+        kw["eval_size"] = args.eval_size
+    t0 = time.perf_counter()
+    models = run(names, kw)
+    args.out.mkdir(parents=True, exist_ok=True)
+    report = {"report_version": 1, "seconds": round(time.perf_counter() - t0, 1), "models": _jsonable(models)}
+    (args.out / "report.json").write_text(json.dumps(report, indent=1))
+    print(table(models))
+    for name, m in models.items():
+        print(f"\n[{name}] {m['summary']}")
+    if not args.no_plots:
+        from mhattn.plots_pruning import save_all
+
+        save_all({n: m["details"] for n, m in models.items()}, args.out)
+        for name in names:
+            _attention_png(name, args.out)
+    print(f"\nreport written to {args.out / 'report.json'} ({report['seconds']} s)")
+    return 0

@@ -1,0 +1,45 @@
+"""Inverted dropout, Srivastava et al. 2014; used on sub-layer outputs (Vaswani §5.4).
+
+Kept entries are scaled by ``1/(1-p)`` during training so nothing changes at test time.
+The mask is drawn on the host from a seeded ``numpy.random.Generator``.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from mhattn.backend import get_array_module
+
+
+class DropoutCache(NamedTuple):
+    keep: object  # same shape as x: 0 or 1/(1-p); None when nothing was dropped
+
+
+def dropout_forward(x, p, rng=None):
+    """Zero each entry with probability ``p`` and rescale the rest.
+
+    Args:
+        x: any float array. p: drop probability in [0, 1); 0 returns ``x`` itself.
+        rng: ``numpy.random.Generator``, needed when ``p > 0``.
+
+    Returns:
+        ``(out, cache)``, ``out`` shaped like ``x``.
+
+    Raises:
+        ValueError: ``p`` outside [0, 1), or ``p > 0`` without ``rng``.
+    """
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+    if p == 0.0:
+        return x, DropoutCache(None)
+    if rng is None:
+        raise ValueError("dropout: p > 0 needs rng, a numpy.random.Generator")
+    xp = get_array_module(x)
+    # 1. keep-mask with the inverted-dropout scale
+    keep = xp.asarray((rng.random(x.shape) >= p) / (1.0 - p), dtype=x.dtype)
+    return x * keep, DropoutCache(keep)
+
+
+def dropout_backward(dout, cache: DropoutCache):
+    """Step 1 was ``x * keep``: the gradient flows through the kept entries, equally rescaled."""
+    return dout if cache.keep is None else dout * cache.keep

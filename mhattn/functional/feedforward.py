@@ -1,0 +1,47 @@
+"""Position-wise feed-forward network, Vaswani et al. 2017, §3.3, eq. (2).
+
+``FFN(x) = max(0, x W1 + b1) W2 + b2``, the same two affine maps at every position.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
+
+
+class FeedForwardCache(NamedTuple):
+    fc1: LinearCache
+    active: object  # (..., d_ff) bool, where the ReLU let the input through
+    fc2: LinearCache
+
+
+def feedforward_forward(x, W1, b1, W2, b2):
+    """Two linear maps with a ReLU between.
+
+    Args:
+        x: ``(..., d_model)``; W1 ``(d_model, d_ff)``; b1 ``(d_ff,)``;
+        W2 ``(d_ff, d_model)``; b2 ``(d_model,)``; one float dtype.
+
+    Returns:
+        ``(out, cache)``, ``out`` ``(..., d_model)``.
+    """
+    # 1. expand
+    hidden, fc1 = linear_forward(x, W1, b1)  # (..., d_ff)
+    # 2. ReLU
+    active = hidden > 0
+    relu = hidden * active  # (..., d_ff)
+    # 3. project back
+    out, fc2 = linear_forward(relu, W2, b2)  # (..., d_model)
+    return out, FeedForwardCache(fc1, active, fc2)
+
+
+def feedforward_backward(dout, cache: FeedForwardCache):
+    """Gradients of :func:`feedforward_forward`: ``(dx, dW1, db1, dW2, db2)``."""
+    # step 3 was: relu W2 + b2
+    drelu, dW2, db2 = linear_backward(dout, cache.fc2)  # (..., d_ff)
+    # step 2 was: ReLU -> pass the gradient where the input was positive
+    dhidden = drelu * cache.active
+    # step 1 was: x W1 + b1
+    dx, dW1, db1 = linear_backward(dhidden, cache.fc1)  # (..., d_model)
+    return dx, dW1, db1, dW2, db2

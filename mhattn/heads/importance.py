@@ -1,0 +1,117 @@
+"""How much the loss needs each head: Michel et al. 2019's importance and single-head ablation.
+
+Importance (Michel eq. 3): ``I_h = E_x |∂L(x)/∂ξ_h|`` at ξ = 1, with L(x) the loss of
+one sequence; normalised per layer by its ℓ2 norm (§4.2). Ablation: the loss change
+when one head's output is replaced by zeros (ξ_h = 0) or by its mean over the data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mhattn.backend import asarray, to_numpy
+from mhattn.training.loop import evaluate, multi_loss
+
+
+def _dtype(model):
+    return model.params["embed.W"].dtype
+
+
+def masked_eval(model, ids, targets, head_mask=None, params=None):
+    """:func:`~mhattn.training.loop.evaluate` with a ``(L, h)`` head mask (and, optionally, other parameters)."""
+    if params is None:
+        return evaluate(model, ids, targets, head_mask=head_mask)
+    saved, model.params = model.params, params
+    try:
+        return evaluate(model, ids, targets, head_mask=head_mask)
+    finally:
+        model.params = saved
+
+
+def head_importance(model, ids, targets, head_mask=None, batch_size=256):
+    """Michel's head importance.
+
+    Args:
+        ids: ``(N, T)``; targets: K arrays ``(N, T)``; head_mask: ``(L, h)`` (pruned heads = 0), default all ones.
+
+    Returns:
+        ``(normalised, raw)``, both ``(L, h)``: raw ``E_x |∂L(x)/∂ξ_h|`` and the same divided
+        by each layer's ℓ2 norm.
+    """
+    L, h = model.cfg.num_layers, model.cfg.num_heads
+    base = np.ones((L, h)) if head_mask is None else np.asarray(head_mask, dtype=float)
+    total = np.zeros((L, h))
+    for s in range(0, len(ids), batch_size):
+        b = len(ids[s : s + batch_size])
+        xi = asarray(np.repeat(base[:, None, :], b, axis=1).astype(_dtype(model)))  # (L, b, h) one ξ per sequence
+        logits, _ = model.forward(asarray(ids[s : s + batch_size]), head_mask=xi)
+        _, dlogits = multi_loss(logits, tuple(asarray(t[s : s + batch_size]) for t in targets))
+        model.backward(dlogits)
+        total += np.abs(to_numpy(model.head_mask_grad) * b).sum(axis=1)  # batch mean -> per-sequence loss
+    raw = total / len(ids)
+    norm = np.linalg.norm(raw, axis=1, keepdims=True)
+    return raw / np.where(norm > 0, norm, 1.0), raw
+
+
+def mean_head_outputs(model, ids, batch_size=512):
+    """Each head's output averaged over sequences and positions: ``(L, h, d_k)``."""
+    total, n = 0.0, 0
+    for s in range(0, len(ids), batch_size):
+        model.forward(asarray(ids[s : s + batch_size]))
+        heads = [to_numpy(c.attn.heads) for c in model._cache.blocks]  # L x (b, h, T, d_k)
+        total = total + np.stack([x.sum(axis=(0, 2)) for x in heads])
+        n += heads[0].shape[0] * heads[0].shape[2]
+    return total / n
+
+
+def mean_ablation_params(model, layer, head, means):
+    """Parameters in which head ``(layer, head)``'s output is its mean: zero it with ξ and
+    add ``mean @ W_o[rows of that head]`` to ``b_o`` (the constant it would contribute)."""
+    d_k = model.cfg.d_model // model.cfg.num_heads
+    pre = f"blocks.{layer}.attn."
+    W_o = to_numpy(model.params[pre + "W_o"])
+    shift = means[layer, head] @ W_o[head * d_k : (head + 1) * d_k]  # (d_model,)
+    params = dict(model.params)
+    params[pre + "b_o"] = asarray((to_numpy(model.params[pre + "b_o"]) + shift).astype(_dtype(model)))
+    return params
+
+
+def ablation_deltas(model, ids, targets, mode="zero", base_mask=None):
+    """Loss and accuracy change when each head (still present in ``base_mask``) is ablated alone.
+
+    Returns:
+        ``(dloss, dacc)``, both ``(L, h)`` (NaN for heads already pruned).
+    """
+    L, h = model.cfg.num_layers, model.cfg.num_heads
+    base_mask = np.ones((L, h)) if base_mask is None else np.asarray(base_mask, dtype=float)
+    base = masked_eval(model, ids, targets, base_mask)
+    means = mean_head_outputs(model, ids) if mode == "mean" else None
+    dloss, dacc = np.full((L, h), np.nan), np.full((L, h), np.nan)
+    for layer in range(L):
+        for head in range(h):
+            if base_mask[layer, head] == 0:
+                continue
+            mask = base_mask.copy()
+            mask[layer, head] = 0.0
+            params = mean_ablation_params(model, layer, head, means) if mode == "mean" else None
+            r = masked_eval(model, ids, targets, mask, params)
+            dloss[layer, head], dacc[layer, head] = r["loss"] - base["loss"], r["acc"] - base["acc"]
+    return dloss, dacc
+
+
+def _ranks(x):
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x))
+    for v in np.unique(x):  # average ranks over ties
+        ranks[x == v] = ranks[x == v].mean()
+    return ranks
+
+
+def spearman(a, b):
+    """Spearman rank correlation of two equal-length vectors (ties get average ranks)."""
+    a, b = np.ravel(a).astype(float), np.ravel(b).astype(float)
+    ra, rb = _ranks(a), _ranks(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    denom = np.sqrt((ra * ra).sum() * (rb * rb).sum())
+    return float((ra * rb).sum() / denom) if denom > 0 else 0.0

@@ -1,0 +1,145 @@
+"""The main experiment: remove heads and watch the loss (Michel et al. 2019, Voita et al. 2019).
+
+:func:`run_prune` measures, on a fixed evaluation set, every quantity that ``mhattn prune``
+reports; :mod:`mhattn.heads.answers` turns them into the three answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from mhattn.heads.gates import train_gates
+from mhattn.heads.importance import ablation_deltas, head_importance, masked_eval, spearman
+from mhattn.heads.redundancy import head_similarity
+from mhattn.heads.roles import attention_maps, detect_roles, planted_match
+from mhattn.nn.transformer import TransformerModel
+from mhattn.training.loop import train
+
+
+@dataclass
+class PruneSettings:
+    n_remove: int = 6  # heads removed at once (from all L*h heads)
+    n_random: int = 200  # random subsets of n_remove heads
+    eval_size: int = 512  # sequences in the fixed evaluation set
+    curve_orders: int = 5  # random removal orders averaged in the pruning curve
+    finetune_steps: int = 150  # brief fine-tuning after pruning (compensation)
+    gate_steps: int = 300  # hard-concrete gate training steps (0 skips)
+    l0_lambda: float = 0.05  # L0 penalty weight
+    seed: int = 0
+
+
+def _mask(L, h, removed):
+    """``(L, h)`` ones with zeros at the flat indices ``removed``."""
+    m = np.ones(L * h)
+    m[list(removed)] = 0.0
+    return m.reshape(L, h)
+
+
+def _copy(model):
+    return TransformerModel(model.cfg, params=dict(model.params))
+
+
+def random_removals(model, data, base, n_remove, n_random, rng):
+    """Loss/accuracy change for ``n_random`` random subsets of ``n_remove`` heads."""
+    L, h = model.cfg.num_layers, model.cfg.num_heads
+    subsets, dloss, dacc = [], [], []
+    for _ in range(n_random):
+        removed = sorted(rng.choice(L * h, size=n_remove, replace=False).tolist())
+        r = masked_eval(model, *data, _mask(L, h, removed))
+        subsets.append(removed)
+        dloss.append(r["loss"] - base["loss"])
+        dacc.append(r["acc"] - base["acc"])
+    return {"subsets": subsets, "dloss": dloss, "dacc": dacc}
+
+
+def michel_iterative(model, data, n_remove, step=1, start=()):
+    """Remove the least important heads ``step`` at a time, re-scoring importance after each removal.
+
+    Returns:
+        The flat indices removed, in order.
+    """
+    L, h = model.cfg.num_layers, model.cfg.num_heads
+    removed = list(start)
+    while len(removed) < n_remove:
+        imp, _ = head_importance(model, *data, head_mask=_mask(L, h, removed))
+        flat = imp.ravel().copy()
+        flat[removed] = np.inf
+        removed += np.argsort(flat, kind="stable")[: min(step, n_remove - len(removed))].tolist()
+    return removed
+
+
+def pruning_curve(model, data, base, orders, rng):
+    """Loss after removing 0%, 10%, ..., 100% of the heads: by importance (Michel, re-scored) and at random."""
+    L, h = model.cfg.num_layers, model.cfg.num_heads
+    H = L * h
+    counts = sorted({int(round(f * H)) for f in np.linspace(0.0, 1.0, 11)})
+    by_imp, removed = [], []
+    for k in counts:
+        removed = michel_iterative(model, data, k, step=k - len(removed), start=removed) if k else []
+        by_imp.append(masked_eval(model, *data, _mask(L, h, removed)))
+    perms = [rng.permutation(H) for _ in range(orders)]
+    rand = [[masked_eval(model, *data, _mask(L, h, p[:k])) for p in perms] for k in counts]
+    return {
+        "fraction_removed": [k / H for k in counts],
+        "importance_loss": [r["loss"] for r in by_imp],
+        "importance_acc": [r["acc"] for r in by_imp],
+        "random_loss": [float(np.mean([r["loss"] for r in rs])) for rs in rand],
+        "random_acc": [float(np.mean([r["acc"] for r in rs])) for rs in rand],
+    }
+
+
+def finetune_recovery(model, task, data, base, removed, steps, seed):
+    """Prune ``removed``, fine-tune the rest briefly, report how much of the loss increase comes back."""
+    L, h = model.cfg.num_layers, model.cfg.num_heads
+    mask = _mask(L, h, removed)
+    before = masked_eval(model, *data, mask)
+    tuned, _ = train(task, None, model=_copy(model), head_mask=mask, steps=steps, lr=1e-3, seed=seed, progress=False)
+    after = masked_eval(tuned, *data, mask)
+    lost = before["loss"] - base["loss"]
+    return {"removed": list(removed), "steps": steps, "loss_pruned": before["loss"], "loss_after_finetune": after["loss"],
+            "acc_pruned": before["acc"], "acc_after_finetune": after["acc"],
+            "recovered_fraction": float((before["loss"] - after["loss"]) / lost) if lost > 1e-9 else None}  # fmt: skip
+
+
+def run_prune(model, task, settings: PruneSettings | None = None):
+    """Every measurement of the pruning report for one model (see :mod:`mhattn.heads.answers`)."""
+    s = settings or PruneSettings()
+    rng = np.random.default_rng(s.seed)
+    L, h = model.cfg.num_layers, model.cfg.num_heads
+    data = task.eval_set(s.eval_size)
+    base = masked_eval(model, *data)
+    imp, raw = head_importance(model, *data)
+    zero_dl, zero_da = ablation_deltas(model, *data, mode="zero")
+    mean_dl, _ = ablation_deltas(model, *data, mode="mean")
+    rand = random_removals(model, data, base, s.n_remove, s.n_random, rng)
+    order = np.argsort(imp.ravel(), kind="stable")
+    least, most = order[: s.n_remove].tolist(), order[::-1][: s.n_remove].tolist()
+    lowest_single = np.argsort(zero_dl.ravel(), kind="stable")[: s.n_remove].tolist()
+    iterative = michel_iterative(model, data, s.n_remove)
+    ev = lambda removed: masked_eval(model, *data, _mask(L, h, removed))  # noqa: E731
+    median_subset = rand["subsets"][int(np.argsort(rand["dloss"])[len(rand["dloss"]) // 2])]
+    weights = attention_maps(model, data[0][:256])
+    roles = detect_roles(weights, data[0][:256], task.rarity())
+    out = {
+        "settings": asdict(s), "num_layers": L, "num_heads": h, "baseline": base,
+        "importance": imp.tolist(), "importance_raw": raw.tolist(),
+        "ablation_zero_dloss": zero_dl.tolist(), "ablation_zero_dacc": zero_da.tolist(), "ablation_mean_dloss": mean_dl.tolist(),
+        "spearman_importance_vs_zero_ablation": spearman(imp, zero_dl),
+        "spearman_importance_vs_mean_ablation": spearman(imp, mean_dl),
+        "random": rand,
+        "least_important": {"removed": least, **ev(least)}, "most_important": {"removed": most, **ev(most)},
+        "lowest_single_ablation": {"removed": lowest_single, **ev(lowest_single)},
+        "michel_iterative": {"removed": iterative, **ev(iterative)},
+        "curve": pruning_curve(model, data, base, s.curve_orders, rng),
+        "finetune": finetune_recovery(model, task, data, base, median_subset, s.finetune_steps, s.seed),
+        "similarity": head_similarity(model, data[0][:256], weights),
+        "roles": roles,
+    }  # fmt: skip
+    if task.name == "roles":
+        out["planted_roles"] = planted_match(roles)
+    if s.gate_steps:
+        g = train_gates(_copy(model), task, l0_lambda=s.l0_lambda, steps=s.gate_steps, seed=s.seed)
+        out["gates"] = {"lambda": s.l0_lambda, "steps": s.gate_steps, "values": g["gates"].tolist(), "open": g["open"]}
+    return out

@@ -1,0 +1,144 @@
+"""The training loop: losses over several classifiers, evaluation, Adam steps, head dropout.
+
+Head dropout (the ``roles-headdropout`` model): at every step each head of each
+example is switched off with probability p through ``head_mask`` and the surviving
+heads are rescaled by ``1/(1-p)`` (inverted dropout on whole heads, as in
+Michel et al. 2019's ξ). No single head can then be relied on alone.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from mhattn.backend import asarray, to_numpy
+from mhattn.functional.losses import cross_entropy_backward, cross_entropy_forward
+from mhattn.nn.transformer import ModelConfig, TransformerModel
+from mhattn.optim import Adam
+
+
+def multi_loss(logits, targets):
+    """Mean over the K classifiers of their cross-entropies.
+
+    Returns:
+        ``(loss, dlogits)``: a float and a tuple of K gradients ``(B, T, C_k)``.
+    """
+    K = len(logits)
+    total, dlogits = 0.0, []
+    for z, y in zip(logits, targets, strict=True):
+        loss, cache = cross_entropy_forward(z, y)
+        total += loss / K
+        dlogits.append(cross_entropy_backward(1.0 / K, cache))
+    return total, tuple(dlogits)
+
+
+def evaluate(model, ids, targets, head_mask=None, batch_size=512, names=None):
+    """Loss and accuracy on a fixed set, in batches.
+
+    Args:
+        ids: ``(N, T)`` host ints; targets: K arrays ``(N, T)``; head_mask: ``(L, h)`` or ``None``.
+
+    Returns:
+        dict ``loss`` (mean over classifiers, nats), ``acc`` (mean), ``min_acc``, and per
+        classifier ``loss/<name>``, ``acc/<name>``.
+    """
+    names = names or [str(k) for k in range(len(targets))]
+    hm = None if head_mask is None else asarray(np.asarray(head_mask, dtype=model.params["embed.W"].dtype))
+    K, N = len(targets), ids.shape[0]
+    loss_sum, correct = np.zeros(K), np.zeros(K)
+    for s in range(0, N, batch_size):
+        logits, _ = model.forward(asarray(ids[s : s + batch_size]), head_mask=hm)
+        for k, (z, y) in enumerate(zip(logits, targets, strict=True)):
+            yb = asarray(y[s : s + batch_size])
+            n = yb.size
+            loss_sum[k] += cross_entropy_forward(z, yb)[0] * n
+            correct[k] += float(to_numpy((z.argmax(-1) == yb).sum()))
+    total = N * targets[0].shape[1]
+    losses, accs = loss_sum / total, correct / total
+    out = {"loss": float(losses.mean()), "acc": float(accs.mean()), "min_acc": float(accs.min())}
+    for k, name in enumerate(names):
+        out[f"loss/{name}"], out[f"acc/{name}"] = float(losses[k]), float(accs[k])
+    return out
+
+
+def head_dropout_mask(rng, num_layers, batch_size, num_heads, p, dtype):
+    """``(L, B, h)`` keep-mask for head dropout: 0 with probability p, else ``1/(1-p)``."""
+    return ((rng.random((num_layers, batch_size, num_heads)) >= p) / (1.0 - p)).astype(dtype)
+
+
+def lr_at(step, steps, lr, warmup=100):
+    """Linear warm-up, then cosine decay to 10% of ``lr``."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    frac = (step - warmup) / max(1, steps - warmup)
+    return lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * frac)))
+
+
+def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_dropout=0.0, weight_decay=0.0,
+          clip=1.0, seed=0, progress=True, log_every=100, model=None, head_mask=None, eval_data=None,
+          eval_every=250):  # fmt: skip
+    """Train (or fine-tune) a model on ``task`` with Adam.
+
+    Args:
+        task: :class:`~mhattn.training.tasks.RolesTask` or ``TextTask``.
+        cfg: model configuration (ignored when ``model`` is given).
+        head_dropout: probability of switching a head off per example and step.
+        model: continue training this model instead of a fresh one.
+        head_mask: fixed ``(L, h)`` mask applied at every step (fine-tuning a pruned model).
+        progress: show a tqdm bar with loss and accuracy.
+        eval_data: ``(ids, targets)`` scored every ``eval_every`` steps (for time-to-accuracy).
+
+    Returns:
+        ``(model, info)``: ``info`` has ``seconds``, ``steps``, ``history`` (list of
+        ``(step, train loss, train acc)``) and ``val_history`` (``(step, seconds, loss, min_acc)``).
+    """
+    rng = np.random.default_rng(seed)
+    model = model or TransformerModel(cfg, seed=seed)
+    cfg = model.cfg
+    dtype = model.params["embed.W"].dtype
+    opt = Adam(model.params, lr=lr, weight_decay=weight_decay, clip=clip)
+    fixed = None if head_mask is None else asarray(np.asarray(head_mask, dtype=dtype))
+    bar = _progress(steps, progress)
+    history, val_history, t0 = [], [], time.perf_counter()
+    for step in range(steps):
+        ids, targets = task.sample(batch_size, rng)
+        hm = fixed
+        if head_dropout > 0:
+            hm = asarray(head_dropout_mask(rng, cfg.num_layers, batch_size, cfg.num_heads, head_dropout, dtype))
+            hm = hm if fixed is None else hm * fixed[:, None, :]
+        logits, _ = model.forward(asarray(ids), head_mask=hm, training=True)
+        loss, dlogits = multi_loss(logits, tuple(asarray(t) for t in targets))
+        grads = model.backward(dlogits)
+        opt.lr = lr_at(step, steps, lr, warmup=min(100, steps // 10))
+        opt.step(grads)
+        if step % log_every == 0 or step == steps - 1:
+            acc = float(np.mean([to_numpy((z.argmax(-1) == asarray(t)).mean()) for z, t in zip(logits, targets, strict=True)]))
+            history.append((step, loss, acc))
+            bar.set_postfix(loss=f"{loss:.3f}", acc=f"{acc:.3f}")
+        if eval_data is not None and ((step + 1) % eval_every == 0 or step == steps - 1):
+            r = evaluate(model, *eval_data)
+            val_history.append((step + 1, time.perf_counter() - t0, r["loss"], r["min_acc"]))
+        bar.update(1)
+    bar.close()
+    return model, {"seconds": time.perf_counter() - t0, "steps": steps, "history": history, "val_history": val_history}
+
+
+class _NoBar:
+    def set_postfix(self, **kw):
+        pass
+
+    def update(self, n):
+        pass
+
+    def close(self):
+        pass
+
+
+def _progress(total, enabled):
+    if not enabled:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="train", unit="step")

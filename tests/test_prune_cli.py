@@ -1,0 +1,67 @@
+"""``mhattn prune`` and ``mhattn train`` end to end, on small settings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mhattn import cli
+from mhattn.training.checkpoint import load_checkpoint
+
+SMALL = ["--n-random", "12", "--eval-size", "64", "--curve-orders", "1", "--finetune-steps", "5", "--gate-steps", "5"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("prune")
+    assert cli.main(["prune", *SMALL, "--out", str(out)]) == 0
+    return out, json.loads((out / "report.json").read_text())
+
+
+def test_prune_writes_the_report_keys_for_both_roles_models(report):
+    out, rep = report
+    assert set(rep["models"]) == {"roles-plain", "roles-headdropout"}
+    for m in rep["models"].values():
+        assert {"q1_unequal_contribution", "q2_compensation", "q3_removal_improved_loss", "summary", "details"} <= set(m)
+        assert m["q3_removal_improved_loss"]["n_random"] == 12
+        assert len(m["details"]["random"]["subsets"][0]) == 6 and len(m["details"]["importance"][0]) == 12
+        assert m["details"]["curve"]["fraction_removed"][0] == 0.0 and m["details"]["curve"]["fraction_removed"][-1] == 1.0
+    for png in (
+        "importance.png",
+        "random_removal_hist.png",
+        "pruning_curves.png",
+        "similarity.png",
+        "attention_roles-plain_layer0.png",
+    ):
+        assert (out / png).stat().st_size > 5000
+
+
+def test_prune_report_shows_head_dropout_made_heads_redundant(report):
+    """The plain model has a head it cannot lose; the head-dropout model has none (see the README)."""
+    _, rep = report
+    plain, hd = rep["models"]["roles-plain"], rep["models"]["roles-headdropout"]
+    assert plain["q1_unequal_contribution"]["single_ablation_dloss_max"] > 0.5
+    assert hd["q1_unequal_contribution"]["single_ablation_dloss_max"] < 0.1
+    assert plain["q2_compensation"]["random_dloss_median"] > 10 * hd["q2_compensation"]["random_dloss_median"]
+    # in the plain model, removing the most important heads hurts far more than removing the least important
+    least, most = plain["q1_unequal_contribution"]["least_vs_most_important_dloss"]
+    assert most > 3 * least
+
+
+def test_prune_table_is_printed(capsys, tmp_path):
+    assert (
+        cli.main(["prune", "--checkpoint", "roles-plain", *SMALL, "--gate-steps", "0", "--no-plots", "--out", str(tmp_path)]) == 0
+    )
+    text = capsys.readouterr().out
+    assert "random removal: median dloss" in text and "[roles-plain]" in text
+    assert not (tmp_path / "importance.png").exists()
+
+
+def test_train_cli_writes_a_loadable_checkpoint(tmp_path, capsys):
+    path = tmp_path / "hd.npz"
+    args = ["train", "--task", "roles", "--head-dropout", "0.3", "--steps", "20", "--batch-size", "16", "--no-progress"]
+    assert cli.main([*args, "--out", str(path)]) == 0
+    model, meta = load_checkpoint(path)
+    assert meta["training"]["head_dropout"] == 0.3 and meta["training"]["steps"] == 20
+    assert model.cfg.num_heads == 12 and "checkpoint written" in capsys.readouterr().out
