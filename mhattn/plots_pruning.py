@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mhattn.notebook import show  # noqa: F401  (the notebooks import it from here too)
+
 
 def _plt():
     import matplotlib
@@ -90,15 +92,3 @@ def save_all(reports, out_dir):
         plt.close(fig)
         paths.append(out_dir / fname)
     return paths
-
-
-def show(fig, dpi=90):
-    """Display ``fig`` in a notebook as a PNG only (no ``<Figure size ...>`` text), then close it."""
-    import io
-
-    from IPython.display import display
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    _plt().close(fig)
-    display({"image/png": buf.getvalue()}, raw=True)
