@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
 from pathlib import Path
@@ -131,7 +132,9 @@ def main(args) -> int:
     print(table(models))
     for name, m in models.items():
         print(f"\n[{name}] {m['summary']}")
-    if not args.no_plots:
+    if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
+        print("\nmatplotlib is not installed: no plots (pip install 'mhattn[course]'; --no-plots hides this note)")
+    elif not args.no_plots:
         from mhattn.plots_pruning import save_all
 
         save_all({n: m["details"] for n, m in models.items()}, args.out)
