@@ -137,8 +137,12 @@ class _NoBar:
 
 
 def _progress(total, enabled):
+    """A tqdm bar when asked for and installed (the ``course`` extra); otherwise no bar."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        enabled = False
     if not enabled:
         return _NoBar()
-    from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="train", unit="step")
