@@ -138,11 +138,11 @@ class _NoBar:
 
 def _progress(total, enabled):
     """A tqdm bar when asked for and installed (the ``course`` extra); otherwise no bar."""
+    if not enabled:
+        return _NoBar()
     try:
         from tqdm.auto import tqdm
     except ImportError:
-        enabled = False
-    if not enabled:
         return _NoBar()
 
     return tqdm(total=total, desc="train", unit="step")
