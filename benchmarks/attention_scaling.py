@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 import mhattn
-from mhattn.lessons import time_attention, weights_bytes
+from mhattn.course.lessons import time_attention, weights_bytes
 
 
 def run(backend: str, lengths, B: int, d_model: int, h: int, dtype: str, repeats: int) -> dict:

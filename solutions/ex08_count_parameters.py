@@ -3,7 +3,7 @@
 
 Read exercises/README.md, section "8. Counting parameters", first.
 Run the visible tests: ``python -m pytest exercises/test_visible.py -m ex08``.
-Count from the shapes; do not build a ``MultiHeadAttention`` or use ``mhattn.counting``.
+Count from the shapes; do not build a ``MultiHeadAttention`` or use ``mhattn.course.counting``.
 """
 
 from __future__ import annotations

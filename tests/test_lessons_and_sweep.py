@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mhattn import lessons, sweep
+from mhattn.course import lessons, sweep
 from mhattn.functional import softmax_backward, softmax_forward
 from mhattn.gradcheck import check_backward, numerical_gradient, rel_error
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 import mhattn
-from mhattn import counting, walkthrough
 from mhattn.cli import main
+from mhattn.course import counting, walkthrough
 
 
 def test_every_step_has_the_textbook_shape():

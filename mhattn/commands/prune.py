@@ -100,10 +100,8 @@ def run(names, settings_kw):
 
 def _attention_png(name, out_dir):
     """Per-head attention maps of one evaluation sequence, as ``attention_<model>.png``."""
-    import matplotlib.pyplot as plt
-
     from mhattn.heads.roles import attention_maps
-    from mhattn.plot import attention_heatmaps
+    from mhattn.plots.attention import attention_heatmaps
 
     model, meta = load_checkpoint(name)
     task = task_from_meta(meta["task"])
@@ -114,7 +112,6 @@ def _attention_png(name, out_dir):
             w, [str(t) for t in seq[0]] if task.name == "roles" else None, title=f"{stem}, layer {layer}", ncols=6
         )
         fig.savefig(out_dir / f"attention_{stem}_layer{layer}.png", dpi=80)
-        plt.close(fig)
 
 
 def main(args) -> int:
@@ -135,7 +132,7 @@ def main(args) -> int:
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         print("\nmatplotlib is not installed: no plots (pip install 'mhattn[course]'; --no-plots hides this note)")
     elif not args.no_plots:
-        from mhattn.plots_pruning import save_all
+        from mhattn.plots.pruning import save_all
 
         save_all({n: m["details"] for n, m in models.items()}, args.out)
         for name in names:

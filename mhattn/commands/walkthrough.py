@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mhattn import counting, walkthrough
 from mhattn.commands import non_negative_int, positive_int
+from mhattn.course import counting, walkthrough
 
 
 def add_parser(sub, name):
@@ -36,7 +36,7 @@ def main(args) -> int:
         try:
             import matplotlib  # noqa: F401
 
-            from mhattn.plot import attention_heatmaps
+            from mhattn.plots.attention import attention_heatmaps
         except ImportError:
             raise FileNotFoundError("--out needs matplotlib: pip install 'mhattn[course]'") from None
 

@@ -1,6 +1,6 @@
 """Checks for exercises 8-10: counting parameters, head importance, random removal.
 
-References: ``MultiHeadAttention.num_parameters`` and :mod:`mhattn.counting` (8), the head-mask
+References: ``MultiHeadAttention.num_parameters`` and :mod:`mhattn.course.counting` (8), the head-mask
 gradient of :func:`mhattn.functional.multi_head_attention_backward` (9), and
 :mod:`mhattn.grade.reference` (10).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mhattn import counting
+from mhattn.course import counting
 from mhattn.functional import linear_backward, multi_head_attention_backward, multi_head_attention_forward
 from mhattn.grade import reference
 from mhattn.grade.checks_mha import random_params

@@ -16,13 +16,14 @@ def attention_heatmaps(weights, tokens=None, title=None, ncols=4, vmax=None):
     Returns:
         The matplotlib ``Figure``.
     """
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     w = to_numpy(weights)
     h = w.shape[0]
     vmax = float(w.max()) if vmax is None else vmax
     nrows = -(-h // ncols)
-    fig, axes = plt.subplots(nrows, min(ncols, h), figsize=(3.2 * min(ncols, h), 3.2 * nrows), squeeze=False)
+    fig = Figure(figsize=(3.2 * min(ncols, h), 3.2 * nrows))
+    axes = fig.subplots(nrows, min(ncols, h), squeeze=False)
     for i, ax in enumerate(axes.flat):
         if i >= h:
             ax.axis("off")

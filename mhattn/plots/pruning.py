@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from mhattn.notebook import show  # noqa: F401  (the notebooks import it from here too)
 
+def _figure(**kwargs):
+    """A ``matplotlib.figure.Figure`` outside pyplot: no global backend or figure registry is touched."""
+    from matplotlib.figure import Figure
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(**kwargs)
 
 
 def importance_bars(reports, title="Head importance and single-head ablation"):
     """Bars of normalised importance (left) and zero-ablation loss change (right) per head, per model."""
-    plt = _plt()
-    fig, axes = plt.subplots(len(reports), 2, figsize=(10, 2.6 * len(reports)), squeeze=False)
+    fig = _figure(figsize=(10, 2.6 * len(reports)))
+    axes = fig.subplots(len(reports), 2, squeeze=False)
     for row, (name, r) in enumerate(reports.items()):
         imp, dl = np.ravel(r["importance"]), np.ravel(r["ablation_zero_dloss"])
         axes[row, 0].bar(range(len(imp)), imp, color="tab:blue")
@@ -36,8 +32,8 @@ def importance_bars(reports, title="Head importance and single-head ablation"):
 
 def random_removal_hist(reports, bins=30):
     """Histogram of loss changes over the random removals, one colour per model."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig = _figure(figsize=(7, 3.5))
+    ax = fig.subplots()
     for name, r in reports.items():
         dl = np.asarray(r["random"]["dloss"])
         ax.hist(dl, bins=bins, alpha=0.6, label=f"{name} (median {np.median(dl):+.2f})")
@@ -52,8 +48,8 @@ def random_removal_hist(reports, bins=30):
 
 def pruning_curves(reports):
     """Loss against the fraction of heads removed: by importance (re-scored) and at random."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    fig = _figure(figsize=(7, 3.5))
+    ax = fig.subplots()
     for name, r in reports.items():
         c = r["curve"]
         line = ax.plot(c["fraction_removed"], c["importance_loss"], marker="o", label=f"{name}: by importance")[0]
@@ -67,8 +63,8 @@ def pruning_curves(reports):
 
 def similarity_heatmaps(reports, key="output"):
     """Cosine similarity between heads (layer 0), one panel per model."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(reports), figsize=(4 * len(reports), 3.6), squeeze=False)
+    fig = _figure(figsize=(4 * len(reports), 3.6))
+    axes = fig.subplots(1, len(reports), squeeze=False)
     for ax, (name, r) in zip(axes[0], reports.items(), strict=True):
         im = ax.imshow(np.asarray(r["similarity"][key][0]), vmin=-1, vmax=1, cmap="RdBu_r")
         ax.set_title(f"{name}: {key} similarity")
@@ -82,13 +78,11 @@ def save_all(reports, out_dir):
     """Write every figure as PNG into ``out_dir``; returns the paths."""
     from pathlib import Path
 
-    plt = _plt()
     out_dir = Path(out_dir)
     paths = []
     for fname, fn in (("importance.png", importance_bars), ("random_removal_hist.png", random_removal_hist),
                       ("pruning_curves.png", pruning_curves), ("similarity.png", similarity_heatmaps)):  # fmt: skip
         fig = fn(reports)
         fig.savefig(out_dir / fname, dpi=100)
-        plt.close(fig)
         paths.append(out_dir / fname)
     return paths

@@ -8,10 +8,12 @@ import io
 
 def show(fig, dpi: int = 80) -> None:
     """Display a matplotlib figure as ``image/png`` only, then close it (nothing else is printed)."""
-    import matplotlib.pyplot as plt
     from IPython.display import display
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight", metadata={"Software": None})
-    plt.close(fig)
+    if hasattr(fig, "number"):  # a pyplot-managed figure: release it (a bare Figure holds no global state)
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
     display({"image/png": base64.b64encode(buf.getvalue()).decode("ascii")}, raw=True)

@@ -1,0 +1,140 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · One sentence through multi-head attention: d_model = 512, h = 8, d_k = 64
+#
+# **After this notebook you can**
+# - name every array in a multi-head attention layer and give its shape, from the input `(B, T, 512)` to the output `(B, T, 512)`;
+# - say where the split into 8 heads of 64 happens (after the projections, before the scores) and where the heads meet again (the concat, then `W_o`);
+# - read a per-head attention heatmap;
+# - count the layer's parameters, and explain why the count does not depend on h, and why the course text's formula counts a different layer.
+#
+# Everything below calls `mhattn`; the maths lives in `mhattn/functional/` (Vaswani et al. 2017, §3.2).
+
+# %%
+import numpy as np
+
+import mhattn
+from mhattn.course import counting, walkthrough
+from mhattn.course.display import show
+from mhattn.plots.attention import attention_heatmaps
+
+print("backend:", mhattn.get_backend())
+
+# %% [markdown]
+# ## The input
+#
+# A real sentence, split on whitespace. Each distinct word gets a row of a seeded random table (a stand-in for a learned embedding), so the input is `X` of shape `(B, T, d_model) = (1, 12, 512)`.
+
+# %%
+wt = walkthrough.run(walkthrough.SENTENCE, d_model=512, num_heads=8, seed=0)
+print(len(wt.tokens), "tokens:", wt.tokens)
+
+# %% [markdown]
+# ## Every step and its shape
+#
+# `walkthrough.run` calls the textbook steps from `mhattn.functional` one at a time and keeps each intermediate:
+#
+# 1. **Projections.** `Q = X W_q + b_q`, and the same for `K` and `V`. Each `W` is `(512, 512)`: it is the eight per-head matrices `W^Q_i` of shape `(512, 64)` stored side by side.
+# 2. **Split.** The last axis of 512 is cut into 8 slices of 64 and the head axis is moved forward: `(1, 12, 512)` becomes `(1, 8, 12, 64)`. No numbers change; it is a reshape and a transpose.
+# 3. **Scores.** In every head, every query is compared with every key: `q k^T / sqrt(64)`, shape `(1, 8, 12, 12)`.
+# 4. **Weights.** A softmax over the key axis turns each row of scores into a distribution.
+# 5. **Per-head outputs.** Each head takes a weighted sum of its values, `(1, 8, 12, 64)`.
+# 6. **Concat.** The heads are put side by side again: `(1, 12, 512)`.
+# 7. **Output projection.** `concat W_o + b_o`, `(1, 12, 512)`.
+
+# %%
+print(walkthrough.format_steps(wt))
+
+# %% [markdown]
+# The step-by-step result is the same as one call of `MultiHeadAttention.forward` with the same weights (the module fuses the three projections into one matrix product for self-attention):
+
+# %%
+print(f"max |step-by-step - module| = {wt.max_diff_vs_module:.1e}")
+
+# %% [markdown]
+# ## What each head looks at
+#
+# One heatmap per head: row t shows how query token t spreads its attention over the 12 keys. The weights are untrained, so the patterns are random, but they already differ from head to head because each head has its own slice of `W_q` and `W_k`. Notebook 04 shows heads after training.
+
+# %%
+show(attention_heatmaps(wt.weights[0], wt.tokens, title="MultiHeadAttention(512, 8): weights per head (untrained)"))
+
+# %%
+w = mhattn.to_numpy(wt.weights[0])  # (h, T, S)
+print("each row sums to 1:", np.allclose(w.sum(-1), 1.0))
+print("largest weight per head:", np.round(w.max(axis=(1, 2)), 3))
+
+# %% [markdown]
+# ## Counting parameters
+#
+# In the standard layer, head i has `W^Q_i`, `W^K_i` and `W^V_i` of shape `(d_model, d_k)`: each head reads **all** 512 input features and writes its own 64. Three such matrices per head over 8 heads are `3 · 8 · 512 · 64 = 3 · 512²`; `W_o` adds `512²`. So the layer has `4 · d_model²` weights (plus `4 · d_model` biases) for any h that divides d_model. The module agrees:
+
+# %%
+d = 512
+for h in (1, 2, 8, 16):
+    m = mhattn.MultiHeadAttention(d, h, seed=0)
+    print(f"h={h:2d}  d_k={d // h:3d}  parameters={m.num_parameters():,}  (4*d^2 + 4*d = {4 * d * d + 4 * d:,})")
+
+# %% [markdown]
+# Eight heads of 64 have exactly as many parameters as one head of 512.
+#
+# ### The course text's formula counts another layer
+#
+# The course text this project follows gives the count as `h · 3 · (d_model/h)² + d_model²` and says it simplifies to `4 · d_model²`. It does not. With d_model = 512 and h = 8:
+
+# %%
+d, h = 512, 8
+print(f"h*3*(d/h)^2 + d^2 = {counting.explainer_count(d, h):,}")
+print(f"4*d^2             = {4 * d * d:,}")
+print(f"the formula at h=1: {counting.explainer_count(d, 1):,}; at h=8: {counting.explainer_count(d, h):,}")
+
+# %% [markdown]
+# `h · 3 · (d/h)² + d² = 3d²/h + d²`, which equals `4d²` only when h = 1. The formula also contradicts the text's own claim that the count does not depend on h.
+#
+# What it does count is a layer where head i's projections are `(d_k, d_k)` matrices that read only the head's own 64-feature slice of the input. Stored side by side, those are **block-diagonal** `(512, 512)` matrices. `mhattn.course.counting.block_diagonal_mha` builds that layer; count its free entries:
+
+# %%
+block = counting.block_diagonal_mha(d, h, seed=0)
+mask = counting.block_diagonal_mask(d, h)
+free = counting.free_parameters(block, {"W_q": mask, "W_k": mask, "W_v": mask})
+print(f"block-diagonal layer, weights only: {free - 4 * d:,}  (formula: {counting.explainer_count(d, h):,})")
+print(f"standard layer, weights only:       {counting.standard_count(d, h, bias=False):,}")
+
+# %% [markdown]
+# The difference is not just bookkeeping. In the block-diagonal layer, changing input features 0–63 can only change head 0's query; in the standard layer it changes every head's query:
+
+# %%
+rng = np.random.default_rng(1)
+x = rng.standard_normal((1, 4, d)).astype(np.float32)
+x2 = x.copy()
+x2[..., :64] += 1.0  # change only the first 64 input features
+standard = mhattn.MultiHeadAttention(d, h, seed=0)
+for name, layer in (("standard", standard), ("block-diagonal", block)):
+    W = mhattn.to_numpy(layer.params["W_q"])
+    dq = ((x2 - x) @ W).reshape(4, h, d // h)  # change in each head's query
+    changed = [i for i in range(h) if np.abs(dq[:, i]).max() > 0]
+    print(f"{name:15s}: heads whose query changed: {changed}")
+
+# %% [markdown]
+# So the standard layer spends `4 d_model²` weights whatever h is, and each head sees the whole input; the block-diagonal layer is cheaper (`3 d_model²/h + d_model²`) but each head sees only its slice before attention.
+#
+# ## Exercises
+#
+# - Exercise 1 (split heads), 5 (combine heads) and 6 (output projection and the full forward) rebuild the steps of this notebook.
+# - Exercise 8 asks you to count parameters for both layers.
+#
+# Run `mhattn grade` to check your work (see the README).

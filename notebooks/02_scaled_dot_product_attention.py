@@ -1,0 +1,147 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · Scaled dot-product attention
+#
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V \qquad \text{(Vaswani et al. 2017, eq. 1)}$$
+#
+# **Learning objectives.** After this notebook you can
+#
+# 1. show with numbers why the scores are divided by $\sqrt{d_k}$: the variance of a dot product grows with $d_k$, and large scores saturate the softmax and starve it of gradient;
+# 2. explain why a softmax subtracts the row maximum before `exp`, and see the overflow when it does not;
+# 3. build and read causal and padding masks, including a query that may see no key at all;
+# 4. draw attention weights as heatmaps.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+
+import mhattn
+from mhattn.course import lessons
+from mhattn.course.display import show
+from mhattn.functional import causal_mask, scaled_dot_product_attention_forward, softmax_forward
+from mhattn.plots.attention import attention_heatmaps
+
+np.set_printoptions(precision=3, suppress=True)
+
+# %% [markdown]
+# ## 1. The variance of a dot product grows like $d_k$
+#
+# Take $q, k \in \mathbb{R}^{d_k}$ with independent entries of mean 0 and variance 1. Each product $q_i k_i$ has mean 0 and variance 1, and the $d_k$ products are independent, so
+# $\mathrm{Var}(q \cdot k) = d_k$ (the paper's footnote 4). Dividing by $\sqrt{d_k}$ divides the variance by $d_k$, back to 1, whatever the head size. Sampled:
+
+# %%
+rows = lessons.dot_product_variance([1, 4, 16, 64, 256, 1024], n=20_000, seed=0)
+print(f"{'d_k':>6} {'Var(q.k)':>10} {'Var(q.k / sqrt(d_k))':>22}")
+for r in rows:
+    print(f"{r['d_k']:>6} {r['var_raw']:>10.1f} {r['var_scaled']:>22.2f}")
+
+# %% [markdown]
+# ## 2. Why a large variance hurts: a saturated softmax
+#
+# Scores with standard deviation $\sqrt{512} \approx 23$ differ by tens, and `exp` turns a gap of 20 into a factor of about $5 \cdot 10^8$: nearly all the weight goes to one key. Such a row is almost one-hot, and the softmax Jacobian $\mathrm{diag}(p) - pp^\top$ is then almost zero, so almost no gradient reaches $Q$ and $K$. Below: one query over 16 random keys, averaged over 2000 draws.
+
+# %%
+d_ks = [4, 16, 64, 256, 1024]
+stats = {s: [lessons.softmax_saturation(d, S=16, scaled=s, seed=1) for d in d_ks] for s in (True, False)}
+print(f"{'d_k':>6} | {'largest weight':^23} | {'|Jacobian| (gradient size)':^27}")
+print(f"{'':>6} | {'scaled':>10} {'unscaled':>12} | {'scaled':>10} {'unscaled':>16}")
+for i, d in enumerate(d_ks):
+    a, b = stats[True][i], stats[False][i]
+    print(f"{d:>6} | {a['max_weight']:>10.2f} {b['max_weight']:>12.2f} | {a['grad_norm']:>10.3f} {b['grad_norm']:>16.3f}")
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+for scaled, style in ((True, "o-"), (False, "s--")):
+    label = "q.k / sqrt(d_k)" if scaled else "q.k (unscaled)"
+    axes[0].plot(d_ks, [r["max_weight"] for r in stats[scaled]], style, label=label)
+    axes[1].plot(d_ks, [r["grad_norm"] for r in stats[scaled]], style, label=label)
+axes[0].axhline(1 / 16, color="gray", lw=0.8, ls=":")
+axes[0].set(xscale="log", xlabel="d_k", ylabel="mean largest weight (1/16 = flat)", title="weights")
+axes[1].set(xscale="log", xlabel="d_k", ylabel="mean |diag(p) - p p^T|", title="softmax gradient")
+axes[0].legend()
+fig.tight_layout()
+show(fig)
+
+# %% [markdown]
+# With the scaling, both curves stay flat as $d_k$ grows: a head of 64 behaves like a head of 4. Without it, wide heads start training with one-hot attention and vanishing gradients.
+#
+# ## 3. A softmax that does not overflow
+#
+# `exp(1000)` is `inf` in float64, and `inf / inf` is NaN. Since $\mathrm{softmax}(s) = \mathrm{softmax}(s - c)$ for any constant $c$, mhattn subtracts each row's maximum first: the largest exponent becomes $e^0 = 1$, and nothing can overflow.
+
+# %%
+s = np.array([[1.0, 2.0, 3.0], [1000.0, 1001.0, 1002.0]])
+print("naive exp(s) / sum exp(s):\n", lessons.naive_softmax(s))
+print("mhattn softmax_forward:\n", softmax_forward(s)[0])
+
+# %% [markdown]
+# ## 4. Masks
+#
+# mhattn follows torch's convention: a boolean mask is **True where attention is not allowed**. A masked score is replaced by $-\infty$, so its weight is exactly 0.
+#
+# * **Causal** (decoder self-attention): query $t$ may see keys $0..t$, its own position included. The mask is True strictly above the diagonal.
+# * **Padding**: sequences in a batch are padded to one length; a `key_padding_mask` of shape `(B, S)` hides the padding keys from every query.
+
+# %%
+T = 5
+print("causal_mask(5) as 0/1 (1 = hidden):\n", causal_mask(T).astype(int))
+key_padding = np.array([[False, False, False, True, True]])  # the last two keys are padding
+combined = causal_mask(T)[None, None] | key_padding[:, None, None, :]  # (1, 1, T, S)
+print("causal | padding:\n", combined[0, 0].astype(int))
+
+# %%
+rng = np.random.default_rng(0)
+q, k, v = (rng.standard_normal((1, 1, T, 4)) for _ in range(3))  # (B, h, T, d_k)
+_, w_causal, _ = scaled_dot_product_attention_forward(q, k, v, causal_mask(T))
+_, w_both, _ = scaled_dot_product_attention_forward(q, k, v, combined)
+print("weights, causal:\n", w_causal[0, 0])
+print("weights, causal + padding:\n", w_both[0, 0])
+print("row sums:", w_both[0, 0].sum(axis=-1))
+
+# %% [markdown]
+# ### A query that may see nothing
+#
+# Rows 3 and 4 above still see keys 0..2. But if *every* key of a row is hidden (here: a sequence whose first keys are padding, under a causal mask, so queries 0 and 1 may see only keys 0 and 1, which are both padding), the softmax has nothing to normalise. Computing it naively gives $0/0$ = NaN, which then spreads to every gradient; torch's eager path returns NaN there (pytorch/pytorch#41508). mhattn's choice: such a row gets **all-zero weights**, its output is zero, and its gradients are zero.
+
+# %%
+left_padded = np.array([[True, True, False, False, False]])  # keys 0 and 1 are padding
+mask = causal_mask(T)[None, None] | left_padded[:, None, None, :]
+out, w, _ = scaled_dot_product_attention_forward(q, k, v, mask)
+print("weights:\n", w[0, 0])
+print("row sums:", w[0, 0].sum(axis=-1), "  any NaN in out:", bool(np.isnan(out).any()))
+
+# %% [markdown]
+# ## 5. Heatmaps
+#
+# A `MultiHeadAttention(32, 4)` with random weights, on 8 tokens of which the last 2 are padding, with a causal mask. Each panel is one head: rows are queries, columns keys, brighter is more weight. The upper triangle and the padding columns are dark in every head; inside the allowed region each head has its own pattern, because each head has its own $W^Q_i$ and $W^K_i$.
+
+# %%
+tokens = ["the", "cat", "sat", "on", "the", "mat", "<pad>", "<pad>"]
+T = len(tokens)
+mha = mhattn.MultiHeadAttention(32, 4, seed=0)
+x = np.random.default_rng(1).standard_normal((1, T, 32)).astype(np.float32)
+pad = np.array([[False] * 6 + [True] * 2])
+_, w = mha(x, attn_mask=causal_mask(T), key_padding_mask=pad, average_attn_weights=False)
+show(attention_heatmaps(w[0], tokens, title="4 heads, causal mask + padding"))
+
+# %% [markdown]
+# ## Exercises
+#
+# * **Exercise 2** (`exercises/ex02_softmax.py`): a stable, masked softmax and its backward.
+# * **Exercise 3** (`exercises/ex03_attention_forward.py`): the causal mask and attention forward, with the $1/\sqrt{d_k}$ scaling.
+#
+# Read `exercises/README.md` (sections 2 and 3), then run `python -m pytest exercises/test_visible.py -m "ex02 or ex03"` and `mhattn grade --only ex02 ex03`.
