@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mhattn.grade.generate import out_of_sync, write
+from exercise_files import out_of_sync, write
 
 ROOT = Path(__file__).resolve().parents[1]
 

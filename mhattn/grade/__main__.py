@@ -2,6 +2,6 @@
 
 import sys
 
-from mhattn.commands.grade import run
+from mhattn.grade.cli import run
 
 sys.exit(run())

@@ -11,7 +11,7 @@ import numpy as np
 from mhattn.functional import causal_mask, linear_forward, multi_head_attention_backward, multi_head_attention_forward
 from mhattn.functional.mha import PARAM_NAMES
 from mhattn.grade.checks_steps import randn, trials
-from mhattn.grade.harness import GradeFailure, check_array, tol_for
+from mhattn.grade.harness import Call, GradeFailure, array, check_array, pair, tol_for, tuple_of
 
 
 def random_params(rng, d_model, dtype):
@@ -26,67 +26,73 @@ def _rtol(dtype):
 
 
 # ---- exercise 6: output projection + full forward -----------------------------------------
-def visible_ex06(mod, box):
+def visible_ex06():
     concat = np.arange(6, dtype=np.float64).reshape(1, 3, 2)
     W_o, b_o = np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([0.5, -0.5])
-    check_array("output_projection(concat (1, 3, 2), W_o, b_o)", box.call(mod.output_projection, concat, W_o, b_o),
-                linear_forward(concat, W_o, b_o)[0], 1e-12)  # fmt: skip
+    what = "output_projection(concat (1, 3, 2), W_o, b_o)"
     rng = np.random.default_rng(0)
     x = randn(rng, (1, 3, 4), np.float64)
-    _check_forward(mod, box, x, x, random_params(rng, 4, np.float64), 2, None, "self-attention, x (1, 3, 4), h=2")
+    return [
+        Call("output_projection", (concat, W_o, b_o), array(what, linear_forward(concat, W_o, b_o)[0], 1e-12)),
+        _forward_call(x, x, random_params(rng, 4, np.float64), 2, None, "self-attention, x (1, 3, 4), h=2"),
+    ]
 
 
-def _check_forward(mod, box, query, kv, params, h, mask, what):
+def _forward_call(query, kv, params, h, mask, what):
     out, w, _ = multi_head_attention_forward(query, kv, kv, params, h, attn_mask=mask)
-    res = box.call(mod.mha_forward, query, kv, kv, params, h, mask)
-    if not isinstance(res, tuple) or len(res) != 2:
-        raise GradeFailure(f"mha_forward ({what}): must return a tuple (out, weights)")
-    tol, rtol = tol_for(query.dtype), _rtol(query.dtype)
-    check_array(f"mha_forward ({what}): weights", res[1], w, tol, rtol)
-    check_array(f"mha_forward ({what}): out", res[0], out, tol, rtol)
+    judge = pair(f"mha_forward ({what})", out, w, tol_for(query.dtype), _rtol(query.dtype))
+    return Call("mha_forward", (query, kv, kv, params, h, mask), judge)
 
 
-def hidden_ex06(mod, box, rng):
+def hidden_ex06(rng):
+    calls = []
     for (B, h, T, S, d_k), dtype in trials(rng):
         d = h * d_k
         params = random_params(rng, d, dtype)
         concat, W_o = randn(rng, (B, T, d), dtype), params["W_o"]
-        got = box.call(mod.output_projection, concat, W_o, params["b_o"])
-        check_array(f"output_projection(concat {concat.shape} {np.dtype(dtype)})", got,
-                    linear_forward(concat, W_o, params["b_o"])[0], tol_for(dtype), _rtol(dtype))  # fmt: skip
+        expected = linear_forward(concat, W_o, params["b_o"])[0]
+        judge = array(f"output_projection(concat {concat.shape} {np.dtype(dtype)})", expected, tol_for(dtype), _rtol(dtype))
+        calls.append(Call("output_projection", (concat, W_o, params["b_o"]), judge))
         query, kv = randn(rng, (B, T, d), dtype), randn(rng, (B, S, d), dtype)
         what = f"query {query.shape}, key/value {kv.shape}, h={h}, causal mask, {np.dtype(dtype)}"
-        _check_forward(mod, box, query, kv, params, h, causal_mask(T, S, xp=np), what)
+        calls.append(_forward_call(query, kv, params, h, causal_mask(T, S, xp=np), what))
+    return calls
 
 
 # ---- exercise 7: full backward ------------------------------------------------------------
-def _check_backward(mod, box, query, kv, params, h, mask, dout, what):
+def _backward_call(query, kv, params, h, mask, dout, what):
     _, _, cache = multi_head_attention_forward(query, kv, kv, params, h, attn_mask=mask)
     dq, dk, dv, grads, _ = multi_head_attention_backward(dout, cache)
-    res = box.call(mod.mha_backward, dout, query, kv, kv, params, h, mask)
-    if not isinstance(res, tuple) or len(res) != 4 or not isinstance(res[3], dict):
-        raise GradeFailure(f"mha_backward ({what}): must return (dquery, dkey, dvalue, grads dict)")
-    missing = sorted(set(PARAM_NAMES) - set(res[3]))
-    if missing:
-        raise GradeFailure(f"mha_backward ({what}): grads has no {', '.join(missing)}")
-    tol, rtol = tol_for(query.dtype), _rtol(query.dtype)
-    for name in ("b_o", "W_o", "b_v", "W_v", "b_k", "W_k", "b_q", "W_q"):  # the order backprop reaches them
-        check_array(f"mha_backward ({what}): grads['{name}']", res[3][name], grads[name], tol, rtol)
-    for name, got, exp in (("dvalue", res[2], dv), ("dkey", res[1], dk), ("dquery", res[0], dq)):
-        check_array(f"mha_backward ({what}): {name}", got, exp, tol, rtol)
+    tol, rtol, what = tol_for(query.dtype), _rtol(query.dtype), f"mha_backward ({what})"
+
+    def judge(got):
+        tuple_of(what, 4, "(dquery, dkey, dvalue, grads dict)")(got)
+        if not isinstance(got[3], dict):
+            raise GradeFailure(f"{what}: must return (dquery, dkey, dvalue, grads dict)")
+        missing = sorted(set(PARAM_NAMES) - set(got[3]))
+        if missing:
+            raise GradeFailure(f"{what}: grads has no {', '.join(missing)}")
+        for name in ("b_o", "W_o", "b_v", "W_v", "b_k", "W_k", "b_q", "W_q"):  # the order backprop reaches them
+            check_array(f"{what}: grads['{name}']", got[3][name], grads[name], tol, rtol)
+        for name, i, exp in (("dvalue", 2, dv), ("dkey", 1, dk), ("dquery", 0, dq)):
+            check_array(f"{what}: {name}", got[i], exp, tol, rtol)
+
+    return Call("mha_backward", (dout, query, kv, kv, params, h, mask), judge)
 
 
-def visible_ex07(mod, box):
+def visible_ex07():
     rng = np.random.default_rng(1)
     x = randn(rng, (1, 3, 4), np.float64)
     dout = randn(rng, (1, 3, 4), np.float64)
-    _check_backward(mod, box, x, x, random_params(rng, 4, np.float64), 2, None, dout, "self-attention, x (1, 3, 4), h=2")
+    return [_backward_call(x, x, random_params(rng, 4, np.float64), 2, None, dout, "self-attention, x (1, 3, 4), h=2")]
 
 
-def hidden_ex07(mod, box, rng):
+def hidden_ex07(rng):
+    calls = []
     for (B, h, T, S, d_k), dtype in trials(rng):
         d = h * d_k
         params = random_params(rng, d, dtype)
         query, kv, dout = randn(rng, (B, T, d), dtype), randn(rng, (B, S, d), dtype), randn(rng, (B, T, d), dtype)
         what = f"query {query.shape}, key/value {kv.shape}, h={h}, causal mask, {np.dtype(dtype)}"
-        _check_backward(mod, box, query, kv, params, h, causal_mask(T, S, xp=np), dout, what)
+        calls.append(_backward_call(query, kv, params, h, causal_mask(T, S, xp=np), dout, what))
+    return calls

@@ -1,8 +1,10 @@
-"""Grade a folder of exercise files, each in its own subprocess with a time limit.
+"""Grade a folder of exercise files: the trusted half of ``mhattn grade``.
 
-The subprocess gets no stdin (``input()`` raises EOFError), runs in an empty temporary
-folder (the learner's folder cannot shadow a module), never writes bytecode, and is killed
-with its whole process group when it runs past ``timeout`` seconds.
+This process never imports or runs a learner's file. For each exercise it reads the file's text
+(syntax and imports: :mod:`mhattn.grade.scan`), draws the inputs, computes the expected results
+with mhattn's own functions, and starts a worker (:mod:`mhattn.grade.worker`, in the sandbox where
+there is one: :mod:`mhattn.grade.sandbox`) that imports the file, makes the calls and sends back
+plain data. The comparison and the points happen here (:mod:`mhattn.grade.verdict`).
 """
 
 from __future__ import annotations
@@ -10,101 +12,154 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
-import subprocess
+import shutil
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
+
+from mhattn.grade import launch, sandbox, scan, verdict
+from mhattn.grade.harness import one_line
 from mhattn.grade.spec import EXERCISES, Exercise, find
+from mhattn.grade.stubs import stubs_for
+from mhattn.grade.worker import write_frame
 
 DEFAULT_TIMEOUT = 30.0
+DEFAULT_MEMORY_MB = 2048
+ENV_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
-def run_one(ex: Exercise, folder: Path, seed: int, timeout: float) -> dict:
+class Session:
+    """One grading run's private folder: the worker's copy, the stand-in modules, and the worker's environment."""
+
+    def __init__(self, tmp: Path, use_sandbox: bool):
+        self.tmp, self.sandbox = tmp, use_sandbox
+        (tmp / "worker").mkdir()
+        self.worker = tmp / "worker" / "worker.py"
+        shutil.copyfile(Path(__file__).with_name("worker.py"), self.worker)
+        self.empty = tmp / "empty"
+        self.empty.write_bytes(b"")
+        (tmp / "path").mkdir()
+        (tmp / "path" / "mhattn").symlink_to(sandbox.package_dir(), target_is_directory=True)
+        (tmp / "cwd").mkdir()
+
+    def env(self) -> dict:
+        env = {k: os.environ[k] for k in ENV_KEPT if k in os.environ}
+        path = str(sandbox.package_dir().parent) if self.sandbox else str(self.tmp / "path")
+        home = "/tmp" if self.sandbox else str(self.tmp / "cwd")
+        env.update(PYTHONPATH=path, HOME=home, PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", MHATTN_BACKEND="numpy",
+                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")  # fmt: skip
+        return env
+
+    def stub_files(self, ex: Exercise, stubs: dict) -> dict:
+        folder = self.tmp / "stubs" / ex.name
+        folder.mkdir(parents=True, exist_ok=True)
+        files = {}
+        for modname, text in stubs.items():
+            files[modname] = folder / f"{modname}.py"
+            files[modname].write_text(text, encoding="utf-8")
+        return files
+
+    def command(self, ex: Exercise, submission: Path, stubs: dict):
+        """``(make_cmd, path of the file as the worker sees it)``."""
+        if not self.sandbox:
+            return (lambda argv: [sys.executable, "-s", str(self.worker), *argv]), str(submission)
+        files = self.stub_files(ex, stubs)
+        make = lambda argv: sandbox.command(files, self.empty, self.worker, submission, argv)  # noqa: E731
+        return make, sandbox.submission_path(submission)
+
+
+def plan(ex: Exercise, seed: int):
+    """``(calls, number of visible calls)``: the inputs and, in each judge, the expected results."""
+    visible = ex.visible()
+    return visible + ex.hidden(np.random.default_rng(seed)), len(visible)
+
+
+def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, session: Session) -> dict:
     """``{"name", "points", "max_points", "reason"}`` for one exercise of ``folder``."""
     row = {"name": ex.name, "points": 0, "max_points": ex.points}
     path = (folder / ex.filename).resolve()
-    with tempfile.TemporaryDirectory(prefix="mhattn-grade-") as tmp:
-        out = Path(tmp) / "result.json"
-        cmd = [sys.executable, "-m", "mhattn.grade.worker", ex.name, str(path), str(seed), str(out)]
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", MHATTN_BACKEND="numpy", PYTHONPATH=_pythonpath())
-        proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp, env=env,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            _, stderr = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill(proc)
-            return {**row, "reason": f"timed out after {timeout:g} s (an endless loop, or far too slow?)"}
-        if out.is_file():
-            result = json.loads(out.read_text(encoding="utf-8"))
-            return {**row, "points": int(result["points"]), "reason": result["reason"]}
-        lines = stderr.decode(errors="replace").strip().splitlines()
-        last = lines[-1] if lines else f"exit code {proc.returncode}"
-        return {**row, "reason": f"the grading process ended without a result: {last}"}
+    source, refused = scan.read_source(path)
+    refused = refused or scan.scan_imports(source, ex.banned)
+    if refused:
+        return {**row, "reason": one_line(refused)}
+    calls, n_visible = plan(ex, seed)
+    stubs = stubs_for(ex.hidden_modules, ex.name)
+    make_cmd, seen_as = session.command(ex, path, stubs)
+    request = {"file": seen_as, "functions": list(ex.functions), "stubs": stubs,
+               "calls": [{"fn": c.fn, "args": list(c.args)} for c in calls]}  # fmt: skip
+    outcome = launch.run(make_cmd, frame(request), limits, session.env(), str(session.tmp / "cwd"))
+    points, reason = verdict.score(ex.points, calls, n_visible, outcome, limits, path.name)
+    return {**row, "points": min(points, ex.points), "reason": reason}
 
 
-def _pythonpath() -> str:
-    """The child imports the very mhattn this process runs (its folder first, made absolute)."""
-    import mhattn
+def frame(tree) -> bytes:
+    import io
 
-    here = str(Path(mhattn.__file__).resolve().parents[1])
-    rest = [str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return os.pathsep.join([here, *rest])
-
-
-def _kill(proc):
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.communicate()
+    buf = io.BytesIO()
+    write_frame(buf, tree)
+    return buf.getvalue()
 
 
-def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: int | None = None, jobs: int = 2) -> dict:
+def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: int | None = None, jobs: int = 2,
+          memory: int = DEFAULT_MEMORY_MB, sandbox_mode: bool | None = None) -> dict:  # fmt: skip
     """Grade every exercise file under ``path``.
 
     Args:
         path: folder holding ``ex01_split_heads.py`` ... ``ex10_random_removal.py``.
         only: names of exercises to grade (full or short, e.g. ``"ex03"``); default all.
-        timeout: seconds per exercise.
+        timeout: wall-clock seconds per exercise (also its CPU-time limit, rounded up).
         seed: seed of the hidden tests' random inputs; default a fresh one every run.
         jobs: exercises graded at the same time.
+        memory: MiB of address space per worker.
+        sandbox_mode: None: bubblewrap where it works; False: never; True: required.
 
     Returns:
-        ``{"exercises": [{"name", "points", "max_points", "reason"}, ...], "total", "max_total", "seed"}``.
+        ``{"exercises": [{"name", "points", "max_points", "reason"}, ...], "total", "max_total", "seed", "sandbox"}``.
 
     Raises:
         FileNotFoundError: ``path`` is not a folder. KeyError: an unknown name in ``only``.
+        ValueError: ``timeout``, ``memory`` or ``jobs`` not positive. RuntimeError: a sandbox is required but unavailable.
     """
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"no folder {folder} (give the folder that holds your exercise files)")
+    for name, value in (("timeout", timeout), ("memory", memory), ("jobs", jobs)):
+        if not value > 0:
+            raise ValueError(f"{name} must be > 0, got {value}")
     chosen = [find(n) for n in only] if only else list(EXERCISES)
+    use_sandbox = sandbox.available() if sandbox_mode is None else bool(sandbox_mode)
+    if use_sandbox and not sandbox.available():
+        raise RuntimeError("a sandbox was asked for, but bubblewrap (bwrap) does not work here")
     seed = secrets.randbits(31) if seed is None else int(seed)
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        rows = list(pool.map(lambda ex: run_one(ex, folder, seed, timeout), chosen))
+    limits = launch.Limits(float(timeout), int(memory) << 20)
+    with tempfile.TemporaryDirectory(prefix="mhattn-grade-") as tmp:
+        session = Session(Path(tmp), use_sandbox)
+        with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
+            rows = list(pool.map(lambda ex: run_one(ex, folder, seed, limits, session), chosen))
     return {
         "exercises": rows,
         "total": sum(r["points"] for r in rows),
         "max_total": sum(r["max_points"] for r in rows),
         "seed": seed,
+        "sandbox": use_sandbox,
     }
 
 
 def format_table(report: dict) -> str:
-    """The report as a plain-text table: one row per exercise, then the total."""
+    """The report as a plain-text table: one row per exercise, then the total (and what no sandbox means)."""
     width = max(len(r["name"]) for r in report["exercises"]) + 2
     lines = [f"{'exercise':<{width}}{'points':>8}  reason", "-" * (width + 40)]
     for r in report["exercises"]:
         score = f"{r['points']}/{r['max_points']}"
-        lines.append(f"{r['name']:<{width}}{score:>8}  {r['reason']}")
+        lines.append(f"{r['name']:<{width}}{score:>8}  {one_line(r['reason'])}")
     lines.append("-" * (width + 40))
     lines.append(f"{'total':<{width}}{str(report['total']) + '/' + str(report['max_total']):>8}")
     lines.append(f"(hidden tests used seed {report['seed']}; pass --seed {report['seed']} to rerun them)")
+    if not report.get("sandbox", True):
+        lines.append(sandbox.MISSING)
     return "\n".join(lines)
 
 

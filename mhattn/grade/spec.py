@@ -1,8 +1,23 @@
-"""The ten graded exercises: file, functions, points, checks, and the references each may not use.
+"""The graded exercises: file, functions, points, checks, and the references each may not use.
 
 A submission may use mhattn's reference for *other* steps (e.g. exercise 6 may call
 mhattn's split heads), but not the one it is asked to write; ``banned`` lists those as
-``"module:attribute"``. Nothing may come from ``solutions/`` or ``mhattn.grade``.
+``"module:attribute"``. While an exercise is graded, every module named there is replaced
+by a stand-in that raises (see :mod:`mhattn.grade.stubs`); ``solutions/`` and ``mhattn.grade``
+are out of the worker's sight.
+
+Adding an exercise (e.g. ``ex11_online_softmax``):
+
+1. write ``exercises_src/ex11_online_softmax.py`` with ``### BEGIN/END SOLUTION`` regions and run
+   ``python scripts/make_exercises.py``;
+2. write ``visible_ex11()`` and ``hidden_ex11(rng)`` in a checks module (``checks_steps.py`` or a new
+   ``checks_<topic>.py``): each returns a list of :class:`~mhattn.grade.harness.Call`, i.e. the
+   learner's function name, plain-data arguments (arrays, numbers, lists, dicts) and a judge built with
+   :func:`~mhattn.grade.harness.array` / :func:`~mhattn.grade.harness.number` from mhattn's own result;
+3. add one ``Exercise(...)`` line to :data:`EXERCISES` below, with ``banned`` naming the mhattn
+   functions that compute this step (their modules are hidden while it is graded);
+4. add the ``ex11`` pytest marker in ``pyproject.toml``; ``tests/test_grade.py`` then checks that
+   ``solutions/`` scores full marks and the stub 0.
 """
 
 from __future__ import annotations
@@ -25,8 +40,8 @@ class Exercise:
     points: int
     functions: tuple[str, ...]  # what the learner's module must define
     banned: tuple[str, ...]  # mhattn references for this very step
-    visible: Callable
-    hidden: Callable
+    visible: Callable  # () -> list[Call], fixed small inputs
+    hidden: Callable  # (numpy Generator) -> list[Call], fresh random inputs
 
     @property
     def filename(self) -> str:
@@ -35,6 +50,11 @@ class Exercise:
     @property
     def marker(self) -> str:
         return self.name[:4]  # ex01 ... ex10, the pytest marker
+
+    @property
+    def hidden_modules(self) -> tuple[str, ...]:
+        """The mhattn modules replaced by stand-ins while this exercise is graded."""
+        return tuple(sorted({p.split(":")[0] for p in self.banned}))
 
     @property
     def banned_names(self) -> frozenset:

@@ -1,132 +1,290 @@
-"""Grade one exercise file in this (fresh) process: ``python -m mhattn.grade.worker NAME FILE SEED OUT``.
+"""The untrusted half of ``mhattn grade``: import one learner file, call its functions, send back plain data.
 
-Run by :mod:`mhattn.grade.runner` in a subprocess with no stdin and a time limit. Writes
-``{"points", "reason"}`` as JSON to OUT. The learner's file is read and compiled from its
-source text every time (never from a bytecode cache or an earlier import).
+The grader (:mod:`mhattn.grade.runner`) starts this file as a script in a fresh process::
+
+    python worker.py REQUEST_FD REPLY_FD DONE_FD MEMORY_BYTES CPU_SECONDS FILE_BYTES
+
+It reads the request (which functions to call with which inputs) from ``REQUEST_FD``, sets its own
+limits (``resource.setrlimit``), imports the learner's file, makes each call, writes the results
+to ``REPLY_FD`` and one byte to ``DONE_FD``, then waits to be killed with everything it started.
+The reply holds return values only: arrays as ``.npy`` (read back with ``allow_pickle=False``),
+numbers, strings and lists as JSON. Scores, expected values and seeds never reach this process;
+the grader compares. This file imports nothing from ``mhattn.grade`` (in the sandbox the grader's
+own files are out of sight); the grader imports it for the wire format and exercise 10's loss functions.
 """
 
 from __future__ import annotations
 
-import ast
+import io
 import json
+import os
 import sys
-import traceback
+import time
 import types
-from pathlib import Path
 
-import numpy as np
-
-from mhattn.grade.harness import GradeFailure, Sandbox, install_tripwires
-from mhattn.grade.spec import Exercise, find
+MAGIC = b"MHATTN-GRADE-1\n"
+MAX_DEPTH = 16
 
 
-def scan_imports(source: str, ex: Exercise) -> str | None:
-    """Reason to refuse the file if it imports a reference for this step, solutions/ or the grader."""
-    mhattn_aliases = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] == "solutions":
-                    return f"imports {alias.name}: submissions may not use anything under solutions/"
-                if alias.name.startswith("mhattn.grade"):
-                    return f"imports {alias.name}: submissions may not use the grader's code"
-                if alias.name.startswith("mhattn"):
-                    mhattn_aliases.add(alias.asname or alias.name.split(".")[0])
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            mod = node.module or ""
-            if mod.split(".")[0] == "solutions":
-                return f"imports from {mod}: submissions may not use anything under solutions/"
-            if mod.startswith("mhattn.grade") or (mod == "mhattn" and any(a.name == "grade" for a in node.names)):
-                return f"imports from {mod}: submissions may not use the grader's code"
-            if mod.startswith("mhattn"):
-                for alias in node.names:
-                    if alias.name in ex.banned_names:
-                        return f"imports {alias.name} from {mod}: that is mhattn's own reference for this exercise"
-                    mhattn_aliases.add(alias.asname or alias.name)
-        elif isinstance(node, ast.Attribute) and node.attr in ex.banned_names and _root(node) in mhattn_aliases:
-            return f"uses mhattn's {node.attr}: that is mhattn's own reference for this exercise"
-    return None
+class Opaque:
+    """A returned value that is not plain data, known by its type's name only."""
+
+    def __init__(self, name: str):
+        self.name = str(name)[:80]
 
 
-def _root(node):
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
+class Fn:
+    """A callable argument, sent as data: ``kind`` names one of :data:`CALLABLES`, ``data`` its inputs."""
+
+    def __init__(self, kind: str, data: dict):
+        self.kind, self.data = kind, data
 
 
-def load(path: Path, source: str, box: Sandbox) -> types.ModuleType:
+# ---- the wire format: JSON for structure, .npy for arrays ---------------------------------
+def encode(value, blobs: list, depth: int = 0):
+    """A JSON-able tree for ``value``; arrays are appended to ``blobs`` and named by index."""
+    import numpy as np
+
+    t = type(value)
+    if value is None or t in (bool, str, int, float):
+        return value
+    if issubclass(t, (np.ndarray, np.generic)):
+        arr = np.array(value, copy=True, subok=False)
+        if arr.dtype.hasobject or arr.dtype.fields is not None:
+            return {"$other": f"array of dtype {arr.dtype}"}
+        blobs.append(arr)
+        return {"$array" if issubclass(t, np.ndarray) else "$scalar": len(blobs) - 1}
+    if depth < MAX_DEPTH and t in (tuple, list):
+        items = [encode(v, blobs, depth + 1) for v in value]
+        return {"$tuple": items} if t is tuple else items
+    if depth < MAX_DEPTH and t is dict and all(type(k) is str for k in value):
+        return {"$dict": {k: encode(v, blobs, depth + 1) for k, v in value.items()}}
+    if t is Opaque:
+        return {"$other": value.name}
+    if t is Fn:
+        return {"$fn": value.kind, "data": encode(value.data, blobs, depth + 1)}
+    for base in (int, float, str):  # a subclass: only its plain value travels
+        if issubclass(t, base):
+            return encode(base.__new__(base, value) if base is not int else int.__index__(value), blobs, depth)
+    return {"$other": t.__name__}
+
+
+def decode(node, arrays: list, allow_fn: bool, depth: int = 0):
+    """The value that :func:`encode` wrote. Raises ValueError on anything it would not write."""
+    if depth > MAX_DEPTH + 1:
+        raise ValueError("nested too deeply")
+    if node is None or type(node) in (bool, int, float, str):
+        return node
+    if type(node) is list:
+        return [decode(v, arrays, allow_fn, depth + 1) for v in node]
+    if type(node) is not dict or not node:
+        raise ValueError(f"unexpected {type(node).__name__}")
+    key = next(iter(node))
+    if key in ("$array", "$scalar") and len(node) == 1:
+        arr = arrays[_index(node[key], len(arrays))]
+        if key == "$scalar" and arr.ndim != 0:
+            raise ValueError("a scalar that is not 0-d")
+        return arr if key == "$array" else arr[()]
+    if key == "$tuple" and len(node) == 1 and type(node[key]) is list:
+        return tuple(decode(v, arrays, allow_fn, depth + 1) for v in node[key])
+    if key == "$dict" and len(node) == 1 and type(node[key]) is dict:
+        return {str(k): decode(v, arrays, allow_fn, depth + 1) for k, v in node[key].items()}
+    if key == "$other" and len(node) == 1:
+        return Opaque(node[key])
+    if key == "$fn" and allow_fn and set(node) == {"$fn", "data"}:
+        return make_callable(node["$fn"], decode(node["data"], arrays, allow_fn, depth + 1))
+    raise ValueError(f"unexpected key {str(key)[:20]!r}")
+
+
+def _index(i, n):
+    if type(i) is not int or not 0 <= i < n:
+        raise ValueError("an array index out of range")
+    return i
+
+
+def write_frame(f, tree) -> None:
+    """Write ``tree`` (plain values and arrays) as one frame: magic, JSON length, JSON, .npy blobs."""
+    import numpy as np
+
+    blobs: list = []
+    body = encode(tree, blobs)
+    data = json.dumps({"arrays": len(blobs), "tree": body}).encode("utf-8")
+    f.write(MAGIC + len(data).to_bytes(8, "little") + data)
+    for arr in blobs:
+        np.lib.format.write_array(f, arr, allow_pickle=False)
+
+
+def read_frame(data: bytes, allow_fn: bool = False):
+    """The tree of one frame. Raises ValueError (or OSError) if it is malformed in any way."""
+    import numpy as np
+
+    if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 8:
+        raise ValueError("no reply header")
+    f = io.BytesIO(data)
+    f.seek(len(MAGIC))
+    n = int.from_bytes(f.read(8), "little")
+    if n > len(data):
+        raise ValueError("a truncated reply")
+    head = json.loads(f.read(n).decode("utf-8"))
+    if type(head) is not dict or set(head) != {"arrays", "tree"} or type(head["arrays"]) is not int:
+        raise ValueError("no reply header")
+    arrays = [np.lib.format.read_array(f, allow_pickle=False) for _ in range(min(head["arrays"], 100_000))]
+    return decode(head["tree"], arrays, allow_fn)
+
+
+# ---- callable arguments (exercise 10's loss functions) -----------------------------------
+def additive_loss(data):
+    """``loss(ξ) = cost · (1 - ξ)``: removing head i costs ``cost[i]``."""
+    cost = data["cost"]
+    return lambda xi: float(cost @ (1.0 - xi))
+
+
+def mha_loss(data):
+    """``loss(ξ)`` = mean squared distance of multi-head attention (head mask ξ) to a target."""
+    import numpy as np
+
+    from mhattn.functional import multi_head_attention_forward
+
+    x, target, params, h = data["x"], data["target"], data["params"], data["num_heads"]
+
+    def loss(xi):
+        if not isinstance(xi, np.ndarray) or xi.shape != (h,):
+            raise ValueError(f"loss_fn was given a head mask of shape {getattr(xi, 'shape', type(xi))}, expected ({h},)")
+        out = multi_head_attention_forward(x, x, x, params, h, head_mask=xi.astype(np.float64))[0]
+        return float(((out - target) ** 2).mean())
+
+    return loss
+
+
+CALLABLES = {"additive_loss": additive_loss, "mha_loss": mha_loss}
+
+
+def make_callable(kind, data):
+    if kind not in CALLABLES:
+        raise ValueError(f"unknown callable {str(kind)[:20]!r}")
+    return CALLABLES[kind](data)
+
+
+# ---- running the learner's code -----------------------------------------------------------
+def install_stubs(sources: dict) -> None:
+    """Serve ``sources[name]`` (a stand-in that raises) instead of each hidden mhattn module."""
+    import importlib.abc
+    import importlib.util
+
+    class Stubs(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, name, path, target=None):
+            return importlib.util.spec_from_loader(name, self, origin="hidden") if name in sources else None
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            exec(compile(sources[module.__name__], f"<hidden {module.__name__}>", "exec"), module.__dict__)
+
+    sys.meta_path.insert(0, Stubs())
+
+
+def load(path: str, source: str) -> types.ModuleType:
     """Execute the learner's source as a new module named after the file (not put in sys.modules)."""
-    module = types.ModuleType(f"submission_{path.stem}")
-    module.__file__ = str(path)
-    code = compile(source, str(path), "exec")
-    box.active = True
-    try:
-        exec(code, module.__dict__)
-    finally:
-        box.active = False
+    module = types.ModuleType(f"submission_{os.path.basename(path)[:-3]}")
+    module.__file__ = path
+    exec(compile(source, path, "exec"), module.__dict__)
     return module
 
 
-def solutions_used(path: Path) -> str | None:
-    """Reason to refuse if any module from a ``solutions`` folder (other than this file's own) got loaded."""
-    own = path.resolve().parent
-    for mod in list(sys.modules.values()):
-        f = getattr(mod, "__file__", None)
-        if f and "solutions" in Path(f).resolve().parts and Path(f).resolve().parent != own:
-            return f"loaded {f}: submissions may not use anything under solutions/"
-    return None
+def describe(err: BaseException, path: str) -> dict:
+    """What the grader shows of an exception: its type, message, and the line of the learner's file."""
+    import traceback
 
-
-def grade_file(ex: Exercise, path: Path, seed: int) -> tuple[int, str]:
-    """(points, one-line reason) for one exercise file."""
-    if not path.is_file():
-        return 0, f"file not found: {path}"
-    source = path.read_text(encoding="utf-8")
+    tb = traceback.extract_tb(err.__traceback__)
+    lines = [f.lineno for f in tb if f.filename == path]
     try:
-        compile(source, str(path), "exec")
-    except SyntaxError as err:
-        return 0, f"{path.name} line {err.lineno}: SyntaxError: {err.msg} (the file does not parse)"
-    refused = scan_imports(source, ex)
-    if refused:
-        return 0, refused
-    box = Sandbox()
-    install_tripwires(ex.banned, box)
-    stage = "loading the file"
+        msg = str(err)[:300]
+    except BaseException:  # noqa: BLE001 - a learner's __str__ may fail too
+        msg = "(its message could not be printed)"
+    return {"type": type(err).__name__, "mro": [c.__name__ for c in type(err).__mro__], "message": msg,
+            "function": tb[-1].name if tb else "", "line": lines[-1] if lines else None}  # fmt: skip
+
+
+def call_one(module, call: dict, path: str) -> dict:
+    """Call ``module.<fn>(*args)`` on copies of the inputs; report its value, exception and mutated input."""
+    import copy
+    import inspect
+
+    fn, args = getattr(module, call["fn"]), call["args"]
     try:
-        module = load(path, source, box)
-        if box.tripped:
-            raise GradeFailure(f"the file calls mhattn's own {box.tripped[0]}, the reference for this exercise")
-        missing = [f for f in ex.functions if not callable(getattr(module, f, None))]
-        if missing:
-            return 0, f"missing function(s): {', '.join(missing)}"
-        stage = "visible test"
-        ex.visible(module, box)
-        stage = "hidden test"
-        ex.hidden(module, box, np.random.default_rng(seed))
-        refused = solutions_used(path)
-        if refused:
-            return 0, refused
-    except GradeFailure as err:
-        return 0, f"{stage} failed: {err}"
-    except NotImplementedError:
-        frame = traceback.extract_tb(sys.exc_info()[2])[-1]
-        return 0, f"not implemented yet: {frame.name} raises NotImplementedError"
-    except BaseException as err:  # noqa: BLE001 - the learner's exception, reported as its last traceback line
-        last = traceback.format_exception_only(type(err), err)[-1].strip()
-        lines = [f.lineno for f in traceback.extract_tb(err.__traceback__) if f.filename == str(path)]
-        where = f" ({path.name} line {lines[-1]})" if lines else ""
-        return 0, f"{stage}: exception {last}{where}"
-    return ex.points, "all visible and hidden tests passed"
+        names = list(inspect.signature(fn).bind(*args).arguments)
+    except (TypeError, ValueError):
+        names = [f"argument {i}" for i in range(len(args))]
+    pristine = copy.deepcopy(args)
+    try:
+        value = fn(*args)
+    except BaseException as err:  # noqa: BLE001 - the learner's exception is part of the reply
+        return {"raised": describe(err, path)}
+    try:
+        encode(value, [])
+    except BaseException:  # noqa: BLE001 - a value that cannot travel is known by its type's name only
+        value = Opaque(type(value).__name__)
+    for name, now, before in zip(names, args, pristine, strict=False):
+        if not _same(now, before):
+            return {"mutated": name}
+    return {"value": value}
 
 
-def main(argv=None) -> int:
-    name, file, seed, out = argv if argv is not None else sys.argv[1:]
-    ex = find(name)
+def _same(now, before) -> bool:
+    import numpy as np
+
+    if isinstance(before, np.ndarray):
+        return type(now) is np.ndarray and now.shape == before.shape and np.array_equal(now, before, equal_nan=True)
+    if isinstance(before, dict):
+        return type(now) is dict and now.keys() == before.keys() and all(_same(now[k], before[k]) for k in before)
+    return True
+
+
+def run(request: dict) -> dict:
+    """Import the learner's file and make every call of the request."""
+    path = request["file"]
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    try:
+        module = load(path, source)
+    except BaseException as err:  # noqa: BLE001
+        return {"load": describe(err, path), "missing": [], "outcomes": []}
+    missing = [name for name in request["functions"] if not callable(getattr(module, name, None))]
+    if missing:
+        return {"load": None, "missing": missing, "outcomes": []}
+    return {"load": None, "missing": [], "outcomes": [call_one(module, c, path) for c in request["calls"]]}
+
+
+def limit(memory: int, cpu: int, file_size: int) -> None:
+    """Address space, CPU seconds and the size of any file written (stdout and stderr included)."""
+    import resource
+
+    for kind, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, file_size)):
+        if value > 0:
+            hard = value + 1 if kind == resource.RLIMIT_CPU else value
+            resource.setrlimit(kind, (value, hard))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def main(argv: list) -> None:
+    req_fd, reply_fd, done_fd, memory, cpu, file_size = (int(a) for a in argv)
+    limit(memory, cpu, file_size)
+    with os.fdopen(req_fd, "rb") as f:
+        request = read_frame(f.read(), allow_fn=True)
+    for fd in (reply_fd, done_fd):
+        os.set_inheritable(fd, False)
+    import numpy as np
+
     np.seterr(all="ignore")  # a learner's overflow shows up as a NaN in the comparison instead
-    points, reason = grade_file(ex, Path(file), int(seed))
-    Path(out).write_text(json.dumps({"points": points, "reason": reason}), encoding="utf-8")
-    return 0
+    install_stubs(request["stubs"])
+    result = run(request)
+    with os.fdopen(reply_fd, "wb", closefd=False) as f:
+        write_frame(f, result)
+    os.write(done_fd, b"1")
+    while True:  # the grader kills this process and everything it started
+        time.sleep(60)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main(sys.argv[1:])

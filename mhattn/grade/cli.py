@@ -1,0 +1,74 @@
+"""The command line of the grader, shared by ``mhattn grade`` and ``python -m mhattn.grade``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, format_table, grade, to_json
+from mhattn.grade.sandbox import MISSING
+
+DESCRIPTION = "Grade the mhattn exercises: visible and hidden tests, points per exercise."
+EPILOG = """\
+JSON report (--json), every key:
+  exercises   one record per exercise graded: name, points, max_points, reason (one line)
+  total       points scored
+  max_total   points possible for the exercises graded
+  seed        seed of the hidden tests' random inputs (--seed repeats them)
+  sandbox     true when each file ran in the bubblewrap sandbox; false: see the line on stderr
+
+Trust model: this process never imports your files. Each runs in a worker process that sends back
+only plain data (arrays, numbers); the comparison and the points happen here."""
+
+
+def positive(kind):
+    """An argparse type: ``kind(text)`` > 0, else an error naming the option (exit 2)."""
+
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", nargs="?", default="exercises", help="folder with ex01_*.py ... ex10_*.py (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (keys below)")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="grade only these exercises (e.g. ex03 or ex03_attention_forward)")
+    p.add_argument("--timeout", type=positive(float), default=DEFAULT_TIMEOUT,
+                   help="wall-clock seconds per exercise, also its CPU-time limit (default: %(default)s)")
+    p.add_argument("--memory", type=positive(int), default=DEFAULT_MEMORY_MB, metavar="MIB",
+                   help="address space per exercise in MiB (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=None, help="seed for the hidden tests (default: a fresh one each run)")
+    p.add_argument("--jobs", type=positive(int), default=2, help="exercises graded at once (default: %(default)s)")
+    p.add_argument("--no-sandbox", action="store_true", help="do not use bubblewrap even where it works")  # fmt: skip
+
+
+def main(args) -> int:
+    try:
+        report = grade(args.path, only=args.only, timeout=args.timeout, seed=args.seed, jobs=args.jobs,
+                       memory=args.memory, sandbox_mode=False if args.no_sandbox else None)  # fmt: skip
+    except (FileNotFoundError, KeyError, RuntimeError) as err:
+        print(f"mhattn grade: {err.args[0]}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(to_json(report))
+        if not report["sandbox"]:
+            print(MISSING, file=sys.stderr)
+    else:
+        print(format_table(report))
+    return 0
+
+
+def run(argv=None) -> int:
+    """Entry point of ``python -m mhattn.grade``."""
+    p = argparse.ArgumentParser(prog="python -m mhattn.grade", description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    add_arguments(p)
+    return main(p.parse_args(argv))

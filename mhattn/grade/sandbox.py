@@ -1,0 +1,136 @@
+"""The worker's sandbox on Linux: bubblewrap (``bwrap``), where it is installed and works.
+
+The worker sees a read-only system (``/usr``, ``/etc``, Python and its packages, the mhattn
+package), a private ``/tmp``, no network, its own PID namespace (everything it starts dies with
+it), and nothing of the folders around mhattn: ``solutions/``, ``tests/``, ``exercises_src/``,
+``.git``, the learner's other files, other checkouts. Inside the mhattn package the grader's own
+files (``mhattn/grade``) are an empty folder, and each reference module of the step being graded
+is replaced by its stand-in (:mod:`mhattn.grade.stubs`), compiled copies included.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy
+
+import mhattn
+
+MISSING = (
+    "no sandbox (bubblewrap missing or --no-sandbox): each submission ran with your rights, so it could read "
+    "solutions/ and the reference source and change files on disk (time, memory and output were still limited)"
+)
+WORKER_DIR = "/run/mhattn-grade"
+TMP_BYTES = 64 << 20
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+REPO_HIDDEN = ("solutions", "tests", "exercises_src", ".git", "exercises", "notebooks")
+
+
+def package_dir() -> Path:
+    return Path(mhattn.__file__).resolve().parent
+
+
+def _python_dirs() -> list[Path]:
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages()}
+    dirs.add(str(Path(numpy.__file__).resolve().parents[1]))
+    dirs.add(str(Path(sys.executable).resolve().parent.parent))
+    return sorted({Path(d).resolve() for d in dirs if d and Path(d).is_dir()})
+
+
+def _binds() -> list[str]:
+    """--ro-bind / --symlink arguments for the system, Python, and the mhattn package."""
+    args, bound = [], []
+    for root in SYSTEM:
+        p = Path(root)
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), root]
+        elif p.is_dir():
+            args += ["--ro-bind", root, root]
+            bound.append(p)
+    for d in [*_python_dirs(), package_dir()]:
+        if not any(d == b or b in d.parents for b in bound):
+            args += ["--ro-bind", str(d), str(d)]
+            bound.append(d)
+    return args
+
+
+def _hidden_dirs() -> list[Path]:
+    """Folders that a bound directory would otherwise show: the grader, the repository, other mhattn copies."""
+    pkg = package_dir()
+    hidden = [pkg / "grade", *(pkg.parent / n for n in REPO_HIDDEN)]
+    for d in site.getsitepackages():
+        other = Path(d) / "mhattn"
+        if other.is_dir() and other.resolve() != pkg:
+            hidden.append(other)
+    visible = [Path(r) for r in SYSTEM] + _python_dirs() + [pkg]
+    return [h for h in hidden if h.is_dir() and any(h == v or v in h.parents for v in visible)]
+
+
+def base_args() -> list[str]:
+    """bwrap's arguments up to the hidden modules: namespaces, mounts, hidden folders."""
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    args += ["--proc", "/proc", "--dev", "/dev", *_binds()]
+    for h in _hidden_dirs():
+        args += ["--tmpfs", str(h)]
+    size = ["--size", str(TMP_BYTES)] if _size_ok() else []
+    return [*args, *size, "--tmpfs", "/tmp", "--chdir", "/tmp"]
+
+
+def module_file(modname: str) -> Path:
+    """The source file of an mhattn module, where a stand-in is bound."""
+    rel = modname.split(".")[1:]
+    path = package_dir().joinpath(*rel)
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def hide_modules(stub_files: dict[str, Path], empty: Path) -> list[str]:
+    """Bind each stand-in over its module's source, and an empty file over its compiled copies."""
+    args = []
+    for modname, stub in stub_files.items():
+        src = module_file(modname)
+        args += ["--ro-bind", str(stub), str(src)]
+        for pyc in (src.parent / "__pycache__").glob(f"{src.stem}.*.pyc"):
+            args += ["--ro-bind", str(empty), str(pyc)]
+    return args
+
+
+def command(stub_files: dict[str, Path], empty: Path, worker: Path, submission: Path, argv: list[str]) -> list[str]:
+    """The full bwrap command running ``python worker.py argv...`` on ``submission`` (bound read-only)."""
+    args = base_args() + hide_modules(stub_files, empty)
+    args += ["--ro-bind", str(worker), f"{WORKER_DIR}/worker.py"]
+    args += ["--ro-bind", str(submission), f"{WORKER_DIR}/submission/{submission.name}"]
+    return [*args, sys.executable, "-s", f"{WORKER_DIR}/worker.py", *argv]
+
+
+def submission_path(submission: Path) -> str:
+    return f"{WORKER_DIR}/submission/{submission.name}"
+
+
+@functools.lru_cache(maxsize=1)
+def _size_ok() -> bool:
+    return _probe(["--size", str(TMP_BYTES), "--tmpfs", "/tmp"])
+
+
+def _probe(extra: list[str]) -> bool:
+    exe = shutil.which("bwrap")
+    if exe is None or not sys.platform.startswith("linux"):
+        return False
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--proc", "/proc",
+            "--dev", "/dev", *_binds(), *extra, sys.executable, "-s", "-c", "import numpy"]  # fmt: skip
+    try:
+        res = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return res.returncode == 0
+
+
+@functools.lru_cache(maxsize=1)
+def available() -> bool:
+    """Whether bwrap runs Python in the sandbox on this machine (checked once per process)."""
+    return _probe(["--tmpfs", "/tmp"])

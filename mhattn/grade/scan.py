@@ -1,0 +1,91 @@
+"""What the grader learns from a learner's file without running it: its text, syntax and imports.
+
+The grader (the trusted process) reads the file as bytes and parses it; it never imports it.
+A file that is not UTF-8, holds a NUL byte, does not parse, or imports the reference for its
+own step, anything under ``solutions/`` or the grader itself, scores 0 with the line named.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+MAX_BYTES = 1 << 20  # a learner's exercise file is a few kB
+
+
+def read_source(path: Path) -> tuple[str | None, str | None]:
+    """``(source, None)``, or ``(None, reason)`` when the file cannot be graded as Python text."""
+    if not path.is_file():
+        return None, f"file not found: {path.name}"
+    with path.open("rb") as f:
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        return None, f"{path.name} is larger than {MAX_BYTES >> 20} MiB: not an exercise file"
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        return None, f"{path.name} line {line}: not valid UTF-8 text (save the file as UTF-8)"
+    if "\0" in source:
+        line = source[: source.index("\0")].count("\n") + 1
+        return None, f"{path.name} line {line}: a NUL byte (the file does not parse)"
+    try:
+        compile(source, str(path), "exec", dont_inherit=True)
+    except SyntaxError as err:
+        return None, f"{path.name} line {err.lineno}: {type(err).__name__}: {err.msg} (the file does not parse)"
+    except (ValueError, RecursionError, MemoryError) as err:
+        return None, f"{path.name}: the file does not parse ({type(err).__name__})"
+    return source, None
+
+
+def scan_imports(source: str, banned: tuple[str, ...]) -> str | None:
+    """Reason to refuse the file if it imports a reference for this step, solutions/ or the grader."""
+    banned_names = {p.split(":")[1].split(".")[-1] for p in banned}
+    aliases: set[str] = set()
+    try:
+        nodes = list(ast.walk(ast.parse(source)))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return "the file does not parse"
+    for node in nodes:
+        reason = _import_reason(node, banned_names, aliases)
+        if reason:
+            return f"line {getattr(node, 'lineno', '?')}: {reason}"
+    return None
+
+
+def _import_reason(node, banned_names, aliases) -> str | None:
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            reason = _module_reason(alias.name)
+            if reason:
+                return reason
+            if alias.name.startswith("mhattn"):
+                aliases.add(alias.asname or alias.name.split(".")[0])
+    elif isinstance(node, ast.ImportFrom) and node.level == 0:
+        mod = node.module or ""
+        reason = _module_reason(mod) or (_module_reason("mhattn.grade") if mod == "mhattn" and any(
+            a.name == "grade" for a in node.names) else None)  # fmt: skip
+        if reason:
+            return reason
+        if mod.startswith("mhattn"):
+            for alias in node.names:
+                if alias.name in banned_names:
+                    return f"imports {alias.name} from {mod}: that is mhattn's own reference for this exercise"
+                aliases.add(alias.asname or alias.name)
+    elif isinstance(node, ast.Attribute) and node.attr in banned_names and _root(node) in aliases:
+        return f"uses mhattn's {node.attr}: that is mhattn's own reference for this exercise"
+    return None
+
+
+def _module_reason(name: str) -> str | None:
+    if name.split(".")[0] == "solutions":
+        return f"imports {name}: submissions may not use anything under solutions/"
+    if name == "mhattn.grade" or name.startswith("mhattn.grade."):
+        return f"imports {name}: submissions may not use the grader's code"
+    return None
+
+
+def _root(node):
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None

@@ -1,0 +1,129 @@
+"""Turn a worker's reply into points and a one-line reason: the grader's side of the comparison.
+
+The reply is untrusted data. It is checked against the shape this module expects; anything else
+is a malformed reply and scores 0 for that exercise only. Points come from the exercise spec,
+never from the reply.
+"""
+
+from __future__ import annotations
+
+import signal
+
+from mhattn.grade.harness import Call, GradeFailure, one_line
+from mhattn.grade.launch import Limits, Outcome
+from mhattn.grade.worker import read_frame
+
+RAISED = {"type": str, "mro": list, "message": str, "function": str, "line": (int, type(None))}
+
+
+class Malformed(ValueError):
+    """The reply does not have the shape a worker writes."""
+
+
+def _check(value, kinds, what):
+    if not isinstance(value, kinds):
+        raise Malformed(what)
+
+
+def _raised(r) -> dict:
+    _check(r, dict, "an exception that is not a record")
+    if set(r) != set(RAISED):
+        raise Malformed("an exception record with other fields")
+    for key, kinds in RAISED.items():
+        _check(r[key], kinds, f"an exception's {key}")
+    if not all(isinstance(c, str) for c in r["mro"]):
+        raise Malformed("an exception's classes")
+    return r
+
+
+def validate(reply, n_calls: int) -> dict:
+    """``reply`` if it has the worker's shape; raises Malformed otherwise."""
+    _check(reply, dict, "not a record")
+    if set(reply) != {"load", "missing", "outcomes"}:
+        raise Malformed("a record with other fields")
+    if reply["load"] is not None:
+        _raised(reply["load"])
+        return reply
+    _check(reply["missing"], list, "missing functions")
+    if not all(isinstance(m, str) for m in reply["missing"]):
+        raise Malformed("missing functions")
+    _check(reply["outcomes"], list, "outcomes")
+    if not reply["missing"] and len(reply["outcomes"]) != n_calls:
+        raise Malformed(f"{len(reply['outcomes'])} results for {n_calls} calls")
+    for res in reply["outcomes"]:
+        _check(res, dict, "a result that is not a record")
+        if len(res) != 1 or next(iter(res)) not in ("value", "raised", "mutated"):
+            raise Malformed("a result with other fields")
+        if "raised" in res:
+            _raised(res["raised"])
+        if "mutated" in res:
+            _check(res["mutated"], str, "a mutated input's name")
+    return reply
+
+
+def exception_text(r: dict, filename: str, memory: int) -> str:
+    where = f" ({filename} line {r['line']})" if r["line"] else ""
+    text = f"{r['type']}: {r['message']}" if r["message"] else r["type"]
+    if r["type"] == "MemoryError":
+        text += f" (the memory limit is {memory >> 20} MiB; --memory changes it)"
+    return f"exception {text}{where}"
+
+
+def judge_one(call: Call, res: dict, stage: str, filename: str, memory: int) -> str | None:
+    """The reason this call failed, or None when it passed."""
+    if "raised" in res:
+        r = res["raised"]
+        if call.raises and call.raises in r["mro"]:
+            return None
+        if "NotImplementedError" in r["mro"]:
+            return f"not implemented yet: {r['function'] or call.fn} raises NotImplementedError"
+        if call.raises:
+            return f"{stage} failed: {call.what}: raised {r['type']}, expected {call.raises}"
+        return f"{stage}: {exception_text(r, filename, memory)}"
+    if "mutated" in res:
+        return f"{stage} failed: {call.fn} modified its input {res['mutated']} in place (inputs must be left unchanged)"
+    if call.raises:
+        return f"{stage} failed: {call.what}: no {call.raises} raised"
+    try:
+        call.judge(res["value"])
+    except GradeFailure as err:
+        return f"{stage} failed: {err}"
+    except Exception as err:  # noqa: BLE001 - a value no judge expects (e.g. an array of dates)
+        return f"{stage} failed: {call.fn} returned a value the grader cannot compare ({type(err).__name__})"
+    return None
+
+
+def ended(outcome: Outcome, limits: Limits) -> str:
+    """Why a worker ended without a complete reply."""
+    if outcome.timed_out:
+        return f"timed out after {limits.timeout:g} s (an endless loop, or far too slow?)"
+    rc = outcome.returncode
+    sig = -rc if rc is not None and rc < 0 else (rc - 128 if rc is not None and rc > 128 else None)
+    if sig == signal.SIGXFSZ:
+        return f"wrote more than {limits.file_size >> 20} MiB (printed output, a file, or its results): stopped"
+    if sig in (signal.SIGXCPU, signal.SIGKILL):
+        return f"used more than {limits.cpu} s of CPU time (an endless loop, or far too slow?)"
+    lines = [ln for ln in outcome.stderr_tail.splitlines() if ln.strip()]
+    if lines and "MemoryError" in lines[-1]:
+        return f"ran out of memory (the limit is {limits.memory >> 20} MiB; --memory changes it)"
+    last = lines[-1].strip() if lines else "no message"
+    return f"the grading process ended before its reply was complete (exit code {rc}): {last}"
+
+
+def score(points: int, calls: list[Call], n_visible: int, outcome: Outcome, limits: Limits, filename: str) -> tuple[int, str]:
+    """``(points or 0, one-line reason)`` for one exercise from the worker's outcome."""
+    if outcome.reply is None:
+        return 0, one_line(ended(outcome, limits))
+    try:
+        reply = validate(read_frame(outcome.reply), len(calls))
+    except Exception as err:  # noqa: BLE001 - whatever the reply holds, it is only data
+        return 0, one_line(f"the grading process sent a malformed reply ({type(err).__name__}: {err})")
+    if reply["load"] is not None:
+        return 0, one_line(f"loading the file: {exception_text(reply['load'], filename, limits.memory)}")
+    if reply["missing"]:
+        return 0, one_line(f"missing function(s): {', '.join(reply['missing'])}")
+    for i, (call, res) in enumerate(zip(calls, reply["outcomes"], strict=True)):
+        why = judge_one(call, res, "visible test" if i < n_visible else "hidden test", filename, limits.memory)
+        if why:
+            return 0, one_line(why)
+    return points, "all visible and hidden tests passed"
