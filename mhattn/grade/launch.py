@@ -147,3 +147,15 @@ def kill_tree(proc) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+    deadline = time.monotonic() + 2.0  # a killed process takes a moment to go
+    while any(_running(p) for p in stopped) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie, only waiting to be reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False

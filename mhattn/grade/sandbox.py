@@ -77,9 +77,8 @@ def base_args() -> list[str]:
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     args += ["--proc", "/proc", "--dev", "/dev", *_binds()]
     for h in _hidden_dirs():
-        args += ["--tmpfs", str(h)]
-    size = ["--size", str(TMP_BYTES)] if _size_ok() else []
-    return [*args, *size, "--tmpfs", "/tmp", "--chdir", "/tmp"]
+        args += ["--tmpfs", str(h), "--remount-ro", str(h)]
+    return [*args, *(tmp_args() or ()), "--chdir", "/tmp"]
 
 
 def module_file(modname: str) -> Path:
@@ -112,15 +111,7 @@ def submission_path(submission: Path) -> str:
     return f"{WORKER_DIR}/submission/{submission.name}"
 
 
-@functools.lru_cache(maxsize=1)
-def _size_ok() -> bool:
-    return _probe(["--size", str(TMP_BYTES), "--tmpfs", "/tmp"])
-
-
 def _probe(extra: list[str]) -> bool:
-    exe = shutil.which("bwrap")
-    if exe is None or not sys.platform.startswith("linux"):
-        return False
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--proc", "/proc",
             "--dev", "/dev", *_binds(), *extra, sys.executable, "-s", "-c", "import numpy"]  # fmt: skip
     try:
@@ -131,6 +122,16 @@ def _probe(extra: list[str]) -> bool:
 
 
 @functools.lru_cache(maxsize=1)
+def tmp_args() -> tuple[str, ...] | None:
+    """Arguments for the private /tmp (size-limited where bwrap has --size), or None: no working sandbox here."""
+    if shutil.which("bwrap") is None or not sys.platform.startswith("linux"):
+        return None
+    for extra in (("--size", str(TMP_BYTES), "--tmpfs", "/tmp"), ("--tmpfs", "/tmp")):
+        if _probe(list(extra)):
+            return extra
+    return None
+
+
 def available() -> bool:
     """Whether bwrap runs Python in the sandbox on this machine (checked once per process)."""
-    return _probe(["--tmpfs", "/tmp"])
+    return tmp_args() is not None

@@ -7,11 +7,12 @@ never from the reply.
 
 from __future__ import annotations
 
+import errno
 import signal
 
 from mhattn.grade.harness import Call, GradeFailure, one_line
 from mhattn.grade.launch import Limits, Outcome
-from mhattn.grade.worker import read_frame
+from mhattn.grade.worker import EXIT_TOO_LARGE, read_frame
 
 RAISED = {"type": str, "mro": list, "message": str, "function": str, "line": (int, type(None))}
 
@@ -66,6 +67,8 @@ def exception_text(r: dict, filename: str, memory: int) -> str:
     text = f"{r['type']}: {r['message']}" if r["message"] else r["type"]
     if r["type"] == "MemoryError":
         text += f" (the memory limit is {memory >> 20} MiB; --memory changes it)"
+    if r["type"] == "OSError" and f"[Errno {errno.EFBIG}]" in r["message"]:
+        text += f" (printed output and results are limited to {Limits.file_size >> 20} MiB)"
     return f"exception {text}{where}"
 
 
@@ -99,8 +102,8 @@ def ended(outcome: Outcome, limits: Limits) -> str:
         return f"timed out after {limits.timeout:g} s (an endless loop, or far too slow?)"
     rc = outcome.returncode
     sig = -rc if rc is not None and rc < 0 else (rc - 128 if rc is not None and rc > 128 else None)
-    if sig == signal.SIGXFSZ:
-        return f"wrote more than {limits.file_size >> 20} MiB (printed output, a file, or its results): stopped"
+    if sig == signal.SIGXFSZ or rc == EXIT_TOO_LARGE:
+        return f"its results or printed output were larger than the {limits.file_size >> 20} MiB limit"
     if sig in (signal.SIGXCPU, signal.SIGKILL):
         return f"used more than {limits.cpu} s of CPU time (an endless loop, or far too slow?)"
     lines = [ln for ln in outcome.stderr_tail.splitlines() if ln.strip()]

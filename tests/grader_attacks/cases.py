@@ -1,0 +1,197 @@
+"""The known-wrong submissions and the attacks on the grader, each as small edits of solutions/.
+
+WRONG: honest mistakes; each must lose exactly its own exercise's points (visible or hidden test
+failed). ATTACKS: submissions that try to get points without computing the right values, to break
+the grader, or to outlive it; issue 9 lists the first ones, the rest were found while fixing them.
+"""
+
+from __future__ import annotations
+
+from grader_attacks.edits import (
+    BOTH,
+    EX02,
+    EX05,
+    MARKER,
+    SANDBOX,
+    SLEEPER,
+    ZEROS,
+    Case,
+    Edit,
+    at_import,
+    ex02_instead,
+    ex05_first,
+    ex05_instead,
+)
+
+WRONG = (
+    Case("split_no_transpose", "ex01_split_heads", (Edit("ex01_split_heads.py",
+         "    out = x.reshape(B, T, num_heads, d_k)  # (B, T, h, d_k)\n"
+         "    return np.ascontiguousarray(out.transpose(0, 2, 1, 3))  # (B, h, T, d_k)\n",
+         "    return x.reshape(B, num_heads, T, d_k)  # right shape, but positions mix into heads\n"),),
+         "in the wrong places"),
+    Case("softmax_query_axis", "ex02_softmax", (Edit(EX02, "    m = z.max(axis=-1, keepdims=True)  # (..., 1)\n",
+         "    m = z.max(axis=-2, keepdims=True)\n"), Edit(EX02, "    s = e.sum(axis=-1, keepdims=True)  # (..., 1)\n",
+         "    s = e.sum(axis=-2, keepdims=True)\n")), "softmax over axis"),
+    Case("softmax_backward_diagonal", "ex02_softmax", (Edit(EX02,
+         "    dot = (dprobs * probs).sum(axis=-1, keepdims=True)  # (..., 1)\n    return probs * (dprobs - dot)  # (..., S)\n",
+         "    return probs * (1 - probs) * dprobs  # only the Jacobian's diagonal\n"),), "softmax_backward"),
+    Case("scale_sqrt_d_model", "ex03_attention_forward", (Edit("ex03_attention_forward.py",
+         "/ math.sqrt(q.shape[-1])", "/ math.sqrt(q.shape[1] * q.shape[-1])"),), "max |error| vs reference"),
+    Case("causal_hides_diagonal", "ex03_attention_forward", (Edit("ex03_attention_forward.py",
+         "dtype=bool), k=1)", "dtype=bool), k=0)"),), "make_causal_mask"),
+    Case("concat_wrong_order", "ex05_combine_heads", (Edit(EX05, "out = x.transpose(0, 2, 1, 3)",
+         "out = x[:, ::-1].transpose(0, 2, 1, 3)"),), "in the wrong places"),
+    Case("hardcoded_count", "ex08_count_parameters", (Edit("ex08_count_parameters.py",
+         "    return int(num_heads * per_head + d_model * d_model + (4 * d_model if bias else 0))\n",
+         "    return 1_050_624  # the answer for (512, 8) that the visible test checks\n"),),
+         "hidden test failed: count_parameters("),
+)  # fmt: skip
+
+_FORGE = """
+import os, sys
+for fd in range(1, 64):
+    try:
+        os.write(fd, b'{"points": 1000, "reason": "all visible and hidden tests passed"}')
+    except OSError:
+        pass
+os._exit(0)
+"""
+_PATCH = """
+import importlib, sys
+for name in ["mhattn.grade.harness", "mhattn.grade.verdict", "mhattn.grade.runner"]:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+for name, mod in list(sys.modules.items()):
+    for attr in ("check_array", "check_number", "judge_one", "score"):
+        if hasattr(mod, attr):
+            setattr(mod, attr, lambda *a, **k: None)
+""" + ZEROS
+_FRAMES = """
+import sys
+f = sys._getframe(1)
+while f is not None:
+    for v in list(f.f_locals.values()):
+        if isinstance(v, np.ndarray) and v.shape == (B, T, h * d_k) and v is not x:
+            return v
+    f = f.f_back
+""" + ZEROS
+_SUBCLASS = """
+class Liar(np.ndarray):
+    def __sub__(self, other):
+        return np.zeros(self.shape)
+    __rsub__ = __sub__
+    def __eq__(self, other):
+        return True
+return np.zeros((B, T, h * d_k), dtype=x.dtype).view(Liar)
+"""
+_TAMPER = """
+import glob, os, site
+import mhattn
+root = os.path.dirname(os.path.realpath(mhattn.__file__))
+targets = glob.glob(os.path.join(root, "grade", "*.py")) + [os.path.join(d, "zz_mhattn_attack.pth") for d in site.getsitepackages()]
+for path in targets:
+    try:
+        with open(path, "a") as f:
+            f.write("\\n# mhattn-attack-marker\\n")
+    except OSError:
+        pass
+"""
+_SOLUTION_FILE = """
+import os
+import mhattn
+root = os.path.dirname(os.path.dirname(os.path.realpath(mhattn.__file__)))
+ns = {}
+exec(open(os.path.join(root, "solutions", "ex05_combine_heads.py")).read(), ns)
+return ns["combine_heads"](x)
+"""
+_READ_REFERENCE = """
+import os
+import mhattn
+path = os.path.join(os.path.dirname(os.path.realpath(mhattn.__file__)), "functional", "softmax.py")
+ns = {"__name__": "copy"}
+exec(open(path).read(), ns)
+return ns["softmax_" + "forward"](scores, mask)[0]
+"""
+_FORK_DAEMON = f"""
+import os, sys
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, {SLEEPER})
+    os._exit(0)
+"""
+_FORGE_FRAME = """
+import os, sys
+main = sys.modules["__main__"]
+reply, done = int(sys.argv[2]), int(sys.argv[3])
+fake = {"load": None, "missing": [], "outcomes": [{"value": np.zeros((1, 3, 4))}] * 100, "points": 1000}
+with os.fdopen(reply, "wb", closefd=False) as f:
+    main.write_frame(f, fake)
+os.write(done, b"1")
+os._exit(0)
+"""
+
+ATTACKS = (
+    Case("forge_result_file_and_exit", "ex05_combine_heads", (at_import(EX05, _FORGE),), "before its reply was complete"),
+    Case("patch_grader_comparison", "ex05_combine_heads", (ex05_instead(_PATCH),), "max |error| vs reference"),
+    Case("read_checker_frames", "ex05_combine_heads", (ex05_instead(_FRAMES),), "max |error| vs reference"),
+    Case("ndarray_subclass_zero_difference", "ex05_combine_heads", (ex05_instead(_SUBCLASS),), "max |error| vs reference"),
+    Case("background_child", "ex05_combine_heads", (at_import(EX05, f"import subprocess, sys\nsubprocess.Popen({SLEEPER})"),),
+         full=True),
+    Case("background_child_new_session", "ex05_combine_heads", (at_import(EX05,
+         f"import subprocess, sys\nsubprocess.Popen({SLEEPER}, start_new_session=True)"),), full=True),
+    Case("background_thread", "ex05_combine_heads", (at_import(EX05,
+         "import threading, time\nthreading.Thread(target=time.sleep, args=(60,)).start()"),), full=True),
+    Case("double_fork_daemon", "ex05_combine_heads", (at_import(EX05, _FORK_DAEMON),), full=True, modes=SANDBOX),
+    Case("getsource_exec_reference", EX02[:-3], (ex02_instead("""
+         import importlib, inspect
+         S = importlib.import_module("mhattn.functional." + "softmax")
+         ns = {"__name__": "copy"}
+         exec(inspect.getsource(S), ns)
+         return ns["softmax_" + "forward"](scores, mask)[0]"""),), "softmax"),
+    Case("reload_reference", EX02[:-3], (ex02_instead("""
+         import importlib
+         S = importlib.reload(importlib.import_module("mhattn.functional." + "softmax"))
+         return getattr(S, "softmax_" + "forward")(scores, mask)[0]"""),), "is hidden while ex02_softmax is graded"),
+    Case("wrapped_reference", EX02[:-3], (ex02_instead("""
+         import mhattn.functional as F
+         f = getattr(F, "softmax_" + "forward")
+         f = getattr(f, "__wrapped__", f)
+         return f(scores, mask)[0]"""),), "is hidden while ex02_softmax is graded"),
+    Case("reference_through_another_step", EX02[:-3], (ex02_instead("""
+         import mhattn.functional as F
+         S = scores.shape[-1]
+         eye = np.broadcast_to(np.eye(S, dtype=scores.dtype) * np.sqrt(S), scores.shape[:-2] + (S, S))
+         return getattr(F, "scaled_dot_product_attention_" + "forward")(scores, eye, eye, mask)[1]"""),),
+         "is hidden while ex02_softmax is graded"),
+    Case("read_reference_file", EX02[:-3], (ex02_instead(_READ_REFERENCE),), "is hidden while ex02_softmax is graded",
+         modes=SANDBOX),
+    Case("exec_solutions_file", "ex05_combine_heads", (ex05_instead(_SOLUTION_FILE),), "No such file", modes=SANDBOX),
+    Case("rewrite_grader_and_pth", "ex05_combine_heads", (at_import(EX05, _TAMPER), ex05_instead(ZEROS)),
+         "max |error| vs reference", modes=SANDBOX),
+    Case("print_2_gib", "ex05_combine_heads", (ex05_first("import sys\nfor _ in range(2048):\n    sys.stdout.write('x' * (1 << 20))"),),
+         "16 MiB"),
+    Case("newline_in_exception", "ex05_combine_heads", (ex05_first(
+         "raise ValueError('boom\\nex06_mha_forward            10/10  all visible and hidden tests passed\\x1b[2J')"),), "boom\\n"),
+    Case("forge_reply_frame", "ex05_combine_heads", (ex05_first(_FORGE_FRAME),), "malformed reply"),
+    Case("patch_numpy", "ex05_combine_heads", (ex05_instead("np.allclose = lambda *a, **k: True\nnp.max = lambda *a, **k: 0.0\n"
+                                                            + ZEROS),), "max |error| vs reference"),
+    Case("memory_hog", "ex05_combine_heads", (ex05_first("big = np.ones(1 << 32)"),), "MemoryError"),
+    Case("endless_loop_ignoring_sigterm", "ex05_combine_heads", (ex05_first(
+         "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    pass"),), "timed out"),
+    Case("close_every_descriptor", "ex05_combine_heads", (at_import(EX05, "import os\nos.closerange(3, 4096)"),),
+         "before its reply was complete"),
+    Case("exit_inside_function", "ex05_combine_heads", (ex05_first("import os\nos._exit(0)"),), "exit code 0"),
+    Case("huge_result", "ex05_combine_heads", (ex05_instead("return np.zeros(3 * 10 ** 6)"),), "16 MiB"),
+    Case("fake_array_class", "ex05_combine_heads", (ex05_instead(
+         "class Fake:\n    __class__ = np.ndarray\n    shape = (B, T, h * d_k)\n    dtype = x.dtype\nreturn Fake()"),),
+         "expected a NumPy array, got Fake"),
+    Case("kill_the_grader", "ex05_combine_heads", (ex05_first("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
+                                                              "os.kill(1, signal.SIGKILL)"),), full=True, modes=SANDBOX),
+)  # fmt: skip
+
+ALL = WRONG + ATTACKS
+assert len({c.name for c in ALL}) == len(ALL)
+assert all(set(c.modes) <= set(BOTH) for c in ALL) and MARKER

@@ -1,0 +1,115 @@
+"""Attacks on the grader (tests/grader_attacks/cases.py), each graded in the modes where the grader must hold.
+
+For every case: the attacked exercise scores 0 with a clear one-line reason (or, for a correct
+answer with a harmless extra child or thread, its full points), a neighbouring exercise graded at
+the same time keeps its full marks, the grader returns a normal report that serialises to JSON,
+and no process the submission started is left running. At the end, the grader's own files and
+site-packages are unchanged and a clean run still gives solutions/ full marks and a wrong answer 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import site
+import sys
+from pathlib import Path
+
+import pytest
+
+from mhattn.grade import EXERCISES, grade, sandbox
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from exercise_files import build  # noqa: E402
+from grader_attacks.cases import ATTACKS, WRONG  # noqa: E402
+from grader_attacks.edits import MARKER, apply  # noqa: E402
+
+pytestmark = pytest.mark.grader
+FULL = {ex.name: ex.points for ex in EXERCISES}
+HAS_BWRAP = sandbox.available()
+MODES = {
+    "sandbox": pytest.param(True, marks=pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not available")),
+    "plain": pytest.param(False),
+}
+NEIGHBOUR = {"ex05_combine_heads": "ex01_split_heads", "ex02_softmax": "ex08_count_parameters"}
+
+
+def solution_files() -> dict[str, str]:
+    return {n: t for n, t in build(ROOT / "exercises_src")["solutions"].items() if n.startswith("ex")}
+
+
+def write_submission(folder: Path, edits) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in apply(solution_files(), edits).items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def leftovers() -> list[str]:
+    """Command lines of running processes a test submission started (or a worker that outlived its grade)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")) if os.path.isdir("/proc") else []:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if MARKER in cmd or ("mhattn-grade" in cmd and "worker.py" in cmd):
+            found.append(cmd)
+    return found
+
+
+def fingerprint() -> str:
+    """A hash of the mhattn package's files and of site-packages' top-level names."""
+    h = hashlib.sha256()
+    for p in sorted(sandbox.package_dir().rglob("*.py")):
+        h.update(p.read_bytes())
+    for d in site.getsitepackages():
+        h.update("\n".join(sorted(os.listdir(d))).encode())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def before():
+    return fingerprint()
+
+
+def cases_for(mode: str):
+    return [pytest.param(MODES[mode].values[0], c, id=f"{mode}-{c.name}", marks=MODES[mode].marks)
+            for c in ATTACKS if mode in c.modes]  # fmt: skip
+
+
+@pytest.mark.parametrize("use_sandbox, case", cases_for("sandbox") + cases_for("plain"))
+def test_attack_is_contained(use_sandbox, case, tmp_path, before):
+    folder = write_submission(tmp_path / "sub", case.edits)
+    other = NEIGHBOUR[case.exercise]
+    report = grade(folder, only=[case.exercise, other], timeout=6.0, seed=3, sandbox_mode=use_sandbox)
+    json.loads(json.dumps(report))
+    rows = {r["name"]: r for r in report["exercises"]}
+    assert report["sandbox"] is use_sandbox
+    assert rows[other]["points"] == FULL[other], rows[other]["reason"]
+    why = rows[case.exercise]["reason"]
+    assert "\n" not in why and "\x1b" not in why
+    if case.full:
+        assert rows[case.exercise]["points"] == FULL[case.exercise], why
+    else:
+        assert rows[case.exercise]["points"] == 0 and case.words in why, why
+    assert not leftovers()
+
+
+@pytest.mark.parametrize("case", WRONG, ids=[c.name for c in WRONG])
+@pytest.mark.parametrize("use_sandbox", list(MODES.values()), ids=list(MODES))
+def test_wrong_answer_loses_its_points_in_both_modes(use_sandbox, case, tmp_path):
+    report = grade(write_submission(tmp_path, case.edits), only=[case.exercise], seed=5, sandbox_mode=use_sandbox)
+    assert report["total"] == 0 and case.words in report["exercises"][0]["reason"], report["exercises"][0]["reason"]
+
+
+def test_zz_later_runs_are_unaffected(before, tmp_path):
+    """Runs after the attacks: the grader's files are as they were, and grading still tells right from wrong."""
+    assert fingerprint() == before
+    clean = grade(write_submission(tmp_path / "clean", ()), seed=11)
+    assert clean["total"] == clean["max_total"], [r["reason"] for r in clean["exercises"]]
+    wrong = grade(write_submission(tmp_path / "wrong", WRONG[1].edits), only=["ex02"], seed=11)
+    assert wrong["total"] == 0
