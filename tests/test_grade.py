@@ -1,39 +1,36 @@
 """The grader is honest: full marks for solutions/, zero for the stubs, and each wrong
 submission loses the points of exactly the exercise it breaks.
 
-Every grading run starts one subprocess per exercise, so solutions/ and exercises/ are
-graded once per session (module-scoped fixtures) and each wrong submission is a copy of
-solutions/ with one file swapped.
+Every grading run starts one worker process per exercise, so solutions/ and exercises/ are
+graded once per session (module-scoped fixtures). Wrong submissions are small edits of a freshly
+generated solutions/ (tests/grader_attacks/cases.py); attacks on the grader: test_grade_attacks.py.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from mhattn import cli
-from mhattn.grade import EXERCISES, grade
+from mhattn.grade import EXERCISES, grade, sandbox
 from mhattn.grade.harness import GradeFailure
+from mhattn.grade.stubs import stubs_for
 
 ROOT = Path(__file__).resolve().parents[1]
-WRONG = Path(__file__).parent / "wrong_submissions"
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from exercise_files import write_copy  # noqa: E402
+from grader_attacks.cases import WRONG  # noqa: E402
+from grader_attacks.edits import Edit, apply  # noqa: E402
+
 FULL = {ex.name: ex.points for ex in EXERCISES}
+SOLUTIONS = {p.name: p.read_text(encoding="utf-8") for p in (ROOT / "solutions").glob("ex*.py")}
 
 pytestmark = pytest.mark.grader
-
-# wrong submission folder -> the one exercise it must lose
-BREAKS = {
-    "split_no_transpose": "ex01_split_heads",
-    "softmax_query_axis": "ex02_softmax",
-    "softmax_backward_diagonal": "ex02_softmax",
-    "scale_sqrt_d_model": "ex03_attention_forward",
-    "causal_hides_diagonal": "ex03_attention_forward",
-    "concat_wrong_order": "ex05_combine_heads",
-    "hardcoded_count": "ex08_count_parameters",
-}
 
 
 def points(report):
@@ -52,8 +49,6 @@ def solutions_report():
 @pytest.fixture(scope="module")
 def stubs(tmp_path_factory):
     """Freshly generated exercises/: the tests never grade (or depend on) a learner's own copy."""
-    from mhattn.grade.generate import write_copy
-
     return write_copy(ROOT, "exercises", tmp_path_factory.mktemp("stubs"))
 
 
@@ -62,12 +57,11 @@ def exercises_report(stubs):
     return grade(stubs)
 
 
-def with_swapped(tmp_path, files):
-    """A copy of solutions/ in tmp_path with ``files`` (name -> text or Path) put in."""
+def with_edits(tmp_path, edits=(), files=None):
+    """A copy of solutions/ in tmp_path with ``edits`` applied, then ``files`` (name -> text) put in."""
     folder = tmp_path / "submission"
-    shutil.copytree(ROOT / "solutions", folder)
-    for name, content in files.items():
-        text = content.read_text(encoding="utf-8") if isinstance(content, Path) else content
+    folder.mkdir()
+    for name, text in {**apply(SOLUTIONS, edits), **(files or {})}.items():
         (folder / name).write_text(text, encoding="utf-8")
     return folder
 
@@ -82,23 +76,11 @@ def test_untouched_exercises_get_zero(exercises_report):
     assert all("NotImplementedError" in r for r in reasons(exercises_report).values())
 
 
-def test_wrong_submissions_are_all_tested():
-    assert sorted(p.name for p in WRONG.iterdir() if p.is_dir()) == sorted(BREAKS)
-
-
-@pytest.mark.parametrize("case", sorted(BREAKS))
+@pytest.mark.parametrize("case", WRONG, ids=[c.name for c in WRONG])
 def test_wrong_submission_loses_exactly_its_exercise(case, tmp_path):
-    files = {p.name: p for p in (WRONG / case).glob("*.py")}
-    report = grade(with_swapped(tmp_path, files))
-    broken = BREAKS[case]
-    assert points(report) == {**FULL, broken: 0}, f"seed {report['seed']}: {reasons(report)}"
-    assert "failed" in reasons(report)[broken]
-
-
-def test_a_hard_coded_answer_passes_the_visible_test_but_not_the_hidden_ones(tmp_path):
-    folder = with_swapped(tmp_path, {"ex08_count_parameters.py": WRONG / "hardcoded_count" / "ex08_count_parameters.py"})
-    report = grade(folder, only=["ex08"])
-    assert reasons(report)["ex08_count_parameters"].startswith("hidden test failed: count_parameters(")
+    report = grade(with_edits(tmp_path, case.edits))
+    assert points(report) == {**FULL, case.exercise: 0}, f"seed {report['seed']}: {reasons(report)}"
+    assert "failed" in reasons(report)[case.exercise] and case.words in reasons(report)[case.exercise]
 
 
 ROBUSTNESS = {
@@ -110,9 +92,7 @@ ROBUSTNESS = {
     "ex04_attention_backward.py": "from mhattn.functional import scaled_dot_product_attention_backward\n\n\n"
     "def attention_backward(dout, q, k, v, weights):\n    return dout, dout, dout\n",
     "ex05_combine_heads.py": "from solutions.ex05_combine_heads import combine_heads\n",
-    "ex06_mha_forward.py": (ROOT / "solutions" / "ex06_mha_forward.py")
-    .read_text(encoding="utf-8")
-    .replace("    out = concat @ W_o  # (B, T, d_model)", "    out = concat @ W_o\n    concat[...] = 0.0"),
+    "ex06_mha_forward.py": SOLUTIONS["ex06_mha_forward.py"].replace("    out = concat @ W_o  # (B, T, d_model)", "    out = concat @ W_o\n    concat[...] = 0.0"),
     "ex07_mha_backward.py": "import importlib\n\n\n"
     "def mha_backward(dout, query, key, value, params, num_heads, attn_mask=None):\n"
     "    F = importlib.import_module('mhattn.functional')\n"
@@ -142,7 +122,7 @@ def robustness_report(tmp_path_factory):
         ("ex04_attention_backward", "imports scaled_dot_product_attention_backward from mhattn.functional"),
         ("ex05_combine_heads", "may not use anything under solutions/"),
         ("ex06_mha_forward", "output_projection modified its input concat in place"),
-        ("ex07_mha_backward", "calls mhattn's own multi_head_attention_backward"),
+        ("ex07_mha_backward", "is hidden while ex07_mha_backward is graded"),
         ("ex08_count_parameters", "SystemExit: 3"),
         ("ex09_head_importance", "missing function(s): head_importance"),
         ("ex10_random_removal", "may not use the grader's code"),
@@ -154,7 +134,7 @@ def test_each_bad_behaviour_scores_zero_with_a_reason(robustness_report, name, w
 
 
 def test_the_learners_current_file_is_graded_every_time(tmp_path):
-    folder = with_swapped(tmp_path, {})
+    folder = with_edits(tmp_path)
     assert grade(folder, only=["ex05"])["total"] == FULL["ex05_combine_heads"]
     path = folder / "ex05_combine_heads.py"
     path.write_text(path.read_text(encoding="utf-8").replace("x.transpose(0, 2, 1, 3)", "x.transpose(0, 2, 3, 1)"))
@@ -162,7 +142,7 @@ def test_the_learners_current_file_is_graded_every_time(tmp_path):
 
 
 def test_feedback_gives_the_error_not_the_expected_values(tmp_path):
-    folder = with_swapped(tmp_path, {"ex03_attention_forward.py": WRONG / "scale_sqrt_d_model" / "ex03_attention_forward.py"})
+    folder = with_edits(tmp_path, WRONG[3].edits)  # sqrt(d_model)
     reason = reasons(grade(folder, only=["ex03"], seed=7))["ex03_attention_forward"]
     assert "max |error| vs reference" in reason and "[" not in reason
 
@@ -170,13 +150,32 @@ def test_feedback_gives_the_error_not_the_expected_values(tmp_path):
 def test_cli_json_has_the_documented_keys(capsys):
     assert cli.main(["grade", str(ROOT / "solutions"), "--json", "--only", "ex08", "ex01"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert set(report) >= {"exercises", "total", "max_total"}
+    assert set(report) == {"exercises", "total", "max_total", "seed", "sandbox"}
     assert [set(r) for r in report["exercises"]] == [{"name", "points", "max_points", "reason"}] * 2
     assert report["total"] == report["max_total"] == 10
+    assert report["sandbox"] is sandbox.available()
+
+
+@pytest.mark.parametrize("argv", [["grade", "--help"], None])
+def test_help_lists_every_json_key(argv, capsys):
+    from mhattn.grade.cli import run
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv) if argv else run(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert all(f"  {key}" in out for key in ("exercises", "total", "max_total", "seed", "sandbox"))
+
+
+@pytest.mark.parametrize("option, value", [("--timeout", "0"), ("--timeout", "-1"), ("--memory", "0"), ("--jobs", "0")])
+def test_limits_must_be_positive(option, value, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["grade", str(ROOT / "solutions"), option, value])
+    assert exit_.value.code == 2 and f"argument {option}: must be > 0" in capsys.readouterr().err
 
 
 def test_cli_table_ends_with_the_total(capsys, stubs):
-    cli.main(["grade", str(stubs), "--only", "ex10"])
+    assert cli.main(["grade", str(stubs), "--only", "ex10"]) == 0
     out = capsys.readouterr().out
     assert "ex10_random_removal" in out and "0/10" in out and "total" in out
 
@@ -191,16 +190,62 @@ def test_visible_tests_pass_on_solutions_and_fail_on_stubs(stubs):
 
 
 def test_syntax_errors_and_exceptions_name_the_line(tmp_path):
-    folder = tmp_path / "broken"
-    folder.mkdir()
-    (folder / "ex05_combine_heads.py").write_text("def combine_heads(x):\n    return (x\n", encoding="utf-8")
-    (folder / "ex01_split_heads.py").write_text("def split_heads(x, num_heads):\n    return 1 / 0\n", encoding="utf-8")
-    why = reasons(grade(folder, only=["ex01", "ex05"]))
+    folder = with_edits(tmp_path, files={
+        "ex05_combine_heads.py": "def combine_heads(x):\n    return (x\n",
+        "ex01_split_heads.py": "def split_heads(x, num_heads):\n    return 1 / 0\n",
+        "ex02_softmax.py": "x = 1\ny = 2\x00\n",
+    })  # fmt: skip
+    (folder / "ex08_count_parameters.py").write_bytes(b"# ok\n\ndef count_parameters():\n    return '\xe9'\n")
+    why = reasons(grade(folder, only=["ex01", "ex02", "ex05", "ex08"]))
     assert "ex05_combine_heads.py line 2: SyntaxError" in why["ex05_combine_heads"]
     assert "ZeroDivisionError" in why["ex01_split_heads"] and "ex01_split_heads.py line 2" in why["ex01_split_heads"]
+    assert why["ex02_softmax"] == "ex02_softmax.py line 2: a NUL byte (the file does not parse)"
+    assert why["ex08_count_parameters"].startswith("ex08_count_parameters.py line 4: not valid UTF-8")
 
 
 def test_a_missing_transpose_gets_a_hint_not_the_answer(tmp_path):
-    folder = with_swapped(tmp_path, {"ex01_split_heads.py": WRONG / "split_no_transpose" / "ex01_split_heads.py"})
-    why = reasons(grade(folder, only=["ex01"]))["ex01_split_heads"]
+    why = reasons(grade(with_edits(tmp_path, WRONG[0].edits), only=["ex01"]))["ex01_split_heads"]
     assert "the values are right but in the wrong places" in why
+
+
+def test_a_softmax_over_the_queries_is_told_its_axis(tmp_path):
+    why = reasons(grade(with_edits(tmp_path, WRONG[1].edits), only=["ex02"]))["ex02_softmax"]
+    assert "this is a softmax over axis -2; the softmax runs over the last axis" in why and "stable?" not in why
+
+
+def test_an_unstable_softmax_is_told_to_subtract_the_max(tmp_path):
+    edits = (Edit("ex02_softmax.py", "    m = np.where(np.isfinite(m), m, 0)", "    m = 0 * m"),)
+    why = reasons(grade(with_edits(tmp_path, edits), only=["ex02"]))["ex02_softmax"]
+    assert "contains NaN or inf; exp overflowed: subtract each row's maximum" in why
+
+
+def test_the_worker_never_sees_the_seed(tmp_path):
+    seed = 918273645
+    code = ("import os, sys\nseen = str(%d) in repr(sys.argv) + repr(dict(os.environ)) + open('/proc/self/cmdline').read()\n"
+            "raise ValueError(f'seen={seen}')\n" % seed)  # fmt: skip
+    folder = with_edits(tmp_path, files={"ex08_count_parameters.py": code})
+    assert "seen=False" in reasons(grade(folder, only=["ex08"], seed=seed))["ex08_count_parameters"]
+
+
+def test_the_grader_does_not_import_commands():
+    for path in (ROOT / "mhattn" / "grade").glob("*.py"):
+        assert "mhattn.commands" not in path.read_text(encoding="utf-8"), path.name
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=[e.name for e in EXERCISES])
+def test_hidden_modules_are_stand_ins_that_still_import(ex):
+    """With an exercise's stand-ins in place, mhattn still imports, and each hidden function raises."""
+    stubs = stubs_for(ex.hidden_modules, ex.name)
+    probe = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "from worker import install_stubs; install_stubs(%r)\n"
+        "import mhattn.functional, mhattn.nn, mhattn.heads, mhattn.course, mhattn.training\n"
+        "import importlib\n"
+        "for path in %r:\n"
+        "    mod, name = path.split(':'); obj = importlib.import_module(mod)\n"
+        "    for part in name.split('.'): obj = getattr(obj, part)\n"
+        "    try: obj(); raise SystemExit('not hidden: ' + path)\n"
+        "    except RuntimeError as e: assert 'is hidden while' in str(e)\n"
+    ) % (str(ROOT / "mhattn" / "grade"), stubs, list(ex.banned))
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]

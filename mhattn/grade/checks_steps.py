@@ -77,7 +77,7 @@ def _softmax_fault(got, scores, mask):
         e = np.exp(z - z.max(axis=axis, keepdims=True))
         other = np.nan_to_num(e / e.sum(axis=axis, keepdims=True))
         if other.shape == got.shape and np.allclose(other, got, atol=1e-3):
-            return f"this is a softmax over axis {axis}; the softmax runs over the last axis (the keys)"
+            return f"this is a softmax over axis {axis - scores.ndim}; the softmax runs over the last axis (-1, the keys)"
     return None
 
 

@@ -15,6 +15,7 @@ own files are out of sight); the grader imports it for the wire format and exerc
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -283,7 +284,9 @@ def main(argv: list) -> None:
     try:
         with os.fdopen(reply_fd, "wb", closefd=False) as f:
             write_frame(f, result)
-    except OSError:  # larger than RLIMIT_FSIZE allows (EFBIG): say so by the exit code
+    except OSError as err:  # larger than RLIMIT_FSIZE allows (EFBIG): say so by the exit code
+        if err.errno == errno.EBADF:
+            sys.exit("OSError: the reply channel was closed (by the submission?)")
         os._exit(EXIT_TOO_LARGE)
     os.write(done_fd, b"1")
     while True:  # the grader kills this process and everything it started

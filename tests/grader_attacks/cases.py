@@ -134,7 +134,7 @@ os._exit(0)
 """
 
 ATTACKS = (
-    Case("forge_result_file_and_exit", "ex05_combine_heads", (at_import(EX05, _FORGE),), "before its reply was complete"),
+    Case("forge_result_file_and_exit", "ex05_combine_heads", (at_import(EX05, _FORGE),), "reply channel was closed"),
     Case("patch_grader_comparison", "ex05_combine_heads", (ex05_instead(_PATCH),), "max |error| vs reference"),
     Case("read_checker_frames", "ex05_combine_heads", (ex05_instead(_FRAMES),), "max |error| vs reference"),
     Case("ndarray_subclass_zero_difference", "ex05_combine_heads", (ex05_instead(_SUBCLASS),), "max |error| vs reference"),
@@ -182,7 +182,7 @@ ATTACKS = (
     Case("endless_loop_ignoring_sigterm", "ex05_combine_heads", (ex05_first(
          "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    pass"),), "timed out"),
     Case("close_every_descriptor", "ex05_combine_heads", (at_import(EX05, "import os\nos.closerange(3, 4096)"),),
-         "before its reply was complete"),
+         "reply channel was closed"),
     Case("exit_inside_function", "ex05_combine_heads", (ex05_first("import os\nos._exit(0)"),), "exit code 0"),
     Case("huge_result", "ex05_combine_heads", (ex05_instead("return np.zeros(3 * 10 ** 6)"),), "16 MiB"),
     Case("fake_array_class", "ex05_combine_heads", (ex05_instead(
