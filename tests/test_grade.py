@@ -92,7 +92,9 @@ ROBUSTNESS = {
     "ex04_attention_backward.py": "from mhattn.functional import scaled_dot_product_attention_backward\n\n\n"
     "def attention_backward(dout, q, k, v, weights):\n    return dout, dout, dout\n",
     "ex05_combine_heads.py": "from solutions.ex05_combine_heads import combine_heads\n",
-    "ex06_mha_forward.py": SOLUTIONS["ex06_mha_forward.py"].replace("    out = concat @ W_o  # (B, T, d_model)", "    out = concat @ W_o\n    concat[...] = 0.0"),
+    "ex06_mha_forward.py": SOLUTIONS["ex06_mha_forward.py"].replace(
+        "    out = concat @ W_o  # (B, T, d_model)", "    out = concat @ W_o\n    concat[...] = 0.0"
+    ),
     "ex07_mha_backward.py": "import importlib\n\n\n"
     "def mha_backward(dout, query, key, value, params, num_heads, attn_mask=None):\n"
     "    F = importlib.import_module('mhattn.functional')\n"
@@ -221,8 +223,10 @@ def test_an_unstable_softmax_is_told_to_subtract_the_max(tmp_path):
 
 def test_the_worker_never_sees_the_seed(tmp_path):
     seed = 918273645
-    code = ("import os, sys\nseen = str(%d) in repr(sys.argv) + repr(dict(os.environ)) + open('/proc/self/cmdline').read()\n"
-            "raise ValueError(f'seen={seen}')\n" % seed)  # fmt: skip
+    code = (
+        f"import os, sys\nseen = str({seed}) in repr(sys.argv) + repr(dict(os.environ)) + open('/proc/self/cmdline').read()\n"
+        "raise ValueError(f'seen={seen}')\n"
+    )
     folder = with_edits(tmp_path, files={"ex08_count_parameters.py": code})
     assert "seen=False" in reasons(grade(folder, only=["ex08"], seed=seed))["ex08_count_parameters"]
 
@@ -237,15 +241,15 @@ def test_hidden_modules_are_stand_ins_that_still_import(ex):
     """With an exercise's stand-ins in place, mhattn still imports, and each hidden function raises."""
     stubs = stubs_for(ex.hidden_modules, ex.name)
     probe = (
-        "import sys; sys.path.insert(0, %r)\n"
-        "from worker import install_stubs; install_stubs(%r)\n"
+        "import sys; sys.path.insert(0, {!r})\n"
+        "from worker import install_stubs; install_stubs({!r})\n"
         "import mhattn.functional, mhattn.nn, mhattn.heads, mhattn.course, mhattn.training\n"
         "import importlib\n"
-        "for path in %r:\n"
+        "for path in {!r}:\n"
         "    mod, name = path.split(':'); obj = importlib.import_module(mod)\n"
         "    for part in name.split('.'): obj = getattr(obj, part)\n"
         "    try: obj(); raise SystemExit('not hidden: ' + path)\n"
         "    except RuntimeError as e: assert 'is hidden while' in str(e)\n"
-    ) % (str(ROOT / "mhattn" / "grade"), stubs, list(ex.banned))
+    ).format(str(ROOT / "mhattn" / "grade"), stubs, list(ex.banned))
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]

@@ -8,8 +8,13 @@ from mhattn.grade import cli
 
 
 def add_parser(sub, name):
-    p = sub.add_parser(name, help="grade your exercise files: visible + hidden tests, points per exercise",
-                       description=cli.DESCRIPTION, epilog=cli.EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = sub.add_parser(
+        name,
+        help="grade your exercise files: visible + hidden tests, points per exercise",
+        description=cli.DESCRIPTION,
+        epilog=cli.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     cli.add_arguments(p)
 
 

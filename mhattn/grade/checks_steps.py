@@ -95,7 +95,11 @@ def visible_ex02():
     return [
         softmax_call("softmax_forward of [[1, 2, 3], [1000, 1001, 1002]]", s),
         softmax_call("softmax_forward with a mask (row 1 fully masked -> zeros)", s, mask),
-        Call("softmax_backward", (dp, p), array("softmax_backward of softmax([1, 2, 3])", softmax_backward(dp, SoftmaxCache(p)), 1e-12)),
+        Call(
+            "softmax_backward",
+            (dp, p),
+            array("softmax_backward of softmax([1, 2, 3])", softmax_backward(dp, SoftmaxCache(p)), 1e-12),
+        ),
     ]
 
 

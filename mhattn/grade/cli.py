@@ -41,10 +41,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", nargs="?", default="exercises", help="folder with ex01_*.py ... ex10_*.py (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (keys below)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="grade only these exercises (e.g. ex03 or ex03_attention_forward)")
-    p.add_argument("--timeout", type=positive(float), default=DEFAULT_TIMEOUT,
-                   help="wall-clock seconds per exercise, also its CPU-time limit (default: %(default)s)")
-    p.add_argument("--memory", type=positive(int), default=DEFAULT_MEMORY_MB, metavar="MIB",
-                   help="address space per exercise in MiB (default: %(default)s)")
+    p.add_argument(
+        "--timeout",
+        type=positive(float),
+        default=DEFAULT_TIMEOUT,
+        help="wall-clock seconds per exercise, also its CPU-time limit (default: %(default)s)",
+    )
+    p.add_argument(
+        "--memory",
+        type=positive(int),
+        default=DEFAULT_MEMORY_MB,
+        metavar="MIB",
+        help="address space per exercise in MiB (default: %(default)s)",
+    )
     p.add_argument("--seed", type=int, default=None, help="seed for the hidden tests (default: a fresh one each run)")
     p.add_argument("--jobs", type=positive(int), default=2, help="exercises graded at once (default: %(default)s)")
     p.add_argument("--no-sandbox", action="store_true", help="do not use bubblewrap even where it works")  # fmt: skip

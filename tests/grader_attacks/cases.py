@@ -56,7 +56,8 @@ for fd in range(1, 64):
         pass
 os._exit(0)
 """
-_PATCH = """
+_PATCH = (
+    """
 import importlib, sys
 for name in ["mhattn.grade.harness", "mhattn.grade.verdict", "mhattn.grade.runner"]:
     try:
@@ -67,8 +68,11 @@ for name, mod in list(sys.modules.items()):
     for attr in ("check_array", "check_number", "judge_one", "score"):
         if hasattr(mod, attr):
             setattr(mod, attr, lambda *a, **k: None)
-""" + ZEROS
-_FRAMES = """
+"""
+    + ZEROS
+)
+_FRAMES = (
+    """
 import sys
 f = sys._getframe(1)
 while f is not None:
@@ -76,7 +80,9 @@ while f is not None:
         if isinstance(v, np.ndarray) and v.shape == (B, T, h * d_k) and v is not x:
             return v
     f = f.f_back
-""" + ZEROS
+"""
+    + ZEROS
+)
 _SUBCLASS = """
 class Liar(np.ndarray):
     def __sub__(self, other):
@@ -90,7 +96,8 @@ _TAMPER = """
 import glob, os, site
 import mhattn
 root = os.path.dirname(os.path.realpath(mhattn.__file__))
-targets = glob.glob(os.path.join(root, "grade", "*.py")) + [os.path.join(d, "zz_mhattn_attack.pth") for d in site.getsitepackages()]
+targets = glob.glob(os.path.join(root, "grade", "*.py"))
+targets += [os.path.join(d, "zz_mhattn_attack.pth") for d in site.getsitepackages()]
 for path in targets:
     try:
         with open(path, "a") as f:
@@ -171,10 +178,11 @@ ATTACKS = (
     Case("exec_solutions_file", "ex05_combine_heads", (ex05_instead(_SOLUTION_FILE),), "No such file", modes=SANDBOX),
     Case("rewrite_grader_and_pth", "ex05_combine_heads", (at_import(EX05, _TAMPER), ex05_instead(ZEROS)),
          "max |error| vs reference", modes=SANDBOX),
-    Case("print_2_gib", "ex05_combine_heads", (ex05_first("import sys\nfor _ in range(2048):\n    sys.stdout.write('x' * (1 << 20))"),),
+    Case("print_2_gib", "ex05_combine_heads", (ex05_first(
+         "import sys\nfor _ in range(2048):\n    sys.stdout.write('x' * (1 << 20))"),),
          "16 MiB"),
     Case("newline_in_exception", "ex05_combine_heads", (ex05_first(
-         "raise ValueError('boom\\nex06_mha_forward            10/10  all visible and hidden tests passed\\x1b[2J')"),), "boom\\n"),
+         "raise ValueError('boom\\nex06_mha_forward            10/10  all tests passed\\x1b[2J')"),), "boom\\n"),
     Case("forge_reply_frame", "ex05_combine_heads", (ex05_first(_FORGE_FRAME),), "malformed reply"),
     Case("patch_numpy", "ex05_combine_heads", (ex05_instead("np.allclose = lambda *a, **k: True\nnp.max = lambda *a, **k: 0.0\n"
                                                             + ZEROS),), "max |error| vs reference"),

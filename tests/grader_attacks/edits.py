@@ -84,4 +84,3 @@ def apply(files: dict[str, str], edits) -> dict[str, str]:
             raise ValueError(f"{e.file}: the edit's old text occurs {count} times (expected once): {e.old[:60]!r}")
         out[e.file] = out[e.file].replace(e.old, e.new)
     return out
-
