@@ -70,19 +70,20 @@ def run(make_cmd, request: bytes, limits: Limits, env: dict, cwd: str) -> Outcom
 def _wait(proc, done_r: int, timeout: float) -> tuple[bool, bool]:
     """(reply complete, timed out), waiting on the done pipe and the process, never past ``timeout``."""
     deadline = time.monotonic() + timeout
-    watch = [done_r]
+    poller = select.poll()
+    poller.register(done_r, select.POLLIN)
+    watching = True
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
             return False, True
-        ready, _, _ = select.select(watch, [], [], min(left, 0.05))
-        if ready:
+        if watching and poller.poll(int(min(left, 0.05) * 1000) + 1):
             if os.read(done_r, 1) == b"1":
                 return True, False
-            watch = []  # end of file: every writer is gone
+            watching = False  # end of file, or not the byte a worker writes: only the process is watched now
         if proc.poll() is not None:
             return False, False
-        if not watch:
+        if not watching:
             time.sleep(min(left, 0.02))
 
 

@@ -262,11 +262,12 @@ def limit(memory: int, cpu: int, file_size: int) -> None:
     """Address space, CPU seconds and the size of any file written (stdout and stderr included)."""
     import resource
 
-    for kind, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, file_size)):
-        if value > 0:
-            hard = value + 1 if kind == resource.RLIMIT_CPU else value
-            resource.setrlimit(kind, (value, hard))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    limits = [(resource.RLIMIT_AS, memory, memory), (resource.RLIMIT_CPU, cpu, cpu + 1), (resource.RLIMIT_CORE, 0, 0)]
+    for kind, soft, hard in [*limits, (resource.RLIMIT_FSIZE, file_size, file_size)]:
+        try:
+            resource.setrlimit(kind, (soft, hard))
+        except (ValueError, OSError):  # e.g. RLIMIT_AS on macOS: that limit is then not there
+            pass
 
 
 def main(argv: list) -> None:
