@@ -125,28 +125,60 @@ def hidden_ex02(rng):
 def visible_ex03():
     q = np.array([[[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]])  # (1, 1, 3, 2)
     v = np.array([[[[1.0], [2.0], [3.0]]]])  # (1, 1, 3, 1)
-    out, w, _ = scaled_dot_product_attention_forward(q, q, v)
-    out_c, w_c, _ = scaled_dot_product_attention_forward(q, q, v, causal_mask(3, xp=np))
     return [
-        Call("make_causal_mask", (3,), array("make_causal_mask(3)", causal_mask(3, xp=np), 0)),
-        Call("attention_forward", (q, q, v), pair("attention_forward(q (1, 1, 3, 2), k=q, v (1, 1, 3, 1))", out, w, 1e-12)),
-        Call("attention_forward", (q, q, v, None, True), pair("attention_forward(..., causal=True)", out_c, w_c, 1e-12)),
+        mask_call(3),
+        _attention_call("attention_forward(q (1, 1, 3, 2), k=q, v (1, 1, 3, 1))", q, q, v, None, False, 1e-12),
+        _attention_call("attention_forward(..., causal=True)", q, q, v, None, True, 1e-12),
     ]
+
+
+def mask_call(T, S=None):
+    """make_causal_mask(T[, S]), with a hint for the two usual slips."""
+    expected = causal_mask(T, S, xp=np)
+    slips = {"it also hides the diagonal: a position may attend to itself": np.triu(np.ones_like(expected), k=0),
+             "True must mark the future keys (not allowed), False the allowed ones": ~expected}  # fmt: skip
+    hint = lambda got: next((why for why, m in slips.items() if np.array_equal(got, m)), None)  # noqa: E731
+    what = f"make_causal_mask({T})" if S is None else f"make_causal_mask({T}, {S})"
+    return Call("make_causal_mask", (T,) if S is None else (T, S), array(what, expected, 0, hint=hint))
+
+
+def scale_hint(q, k, mask):
+    """A hint for wrong attention weights: which scaling of ``q k^T`` they match, if a common wrong one."""
+    d_k, h = q.shape[-1], q.shape[1]
+    wrong = {"no scaling": 1.0, "a scaling by 1/d_k instead of 1/sqrt(d_k)": 1.0 / d_k}
+    if h > 1:
+        wrong["a scaling by 1/sqrt(h * d_k) = 1/sqrt(d_model) instead of 1/sqrt(d_k)"] = 1.0 / np.sqrt(h * d_k)
+
+    def hint(got):
+        scores = q.astype(np.float64) @ k.astype(np.float64).swapaxes(-1, -2)  # (B, h, T, S)
+        with np.errstate(all="ignore"):
+            found = [name for name, c in wrong.items() if _close(softmax_forward(scores * c, mask)[0], got)]
+        return f"these weights match {' or '.join(found)}" if found else None
+
+    return hint
+
+
+def _close(w, got):
+    return w.shape == got.shape and np.allclose(w, got, atol=1e-4)
+
+
+def _attention_call(what, q, k, v, mask_in, causal, atol):
+    mask = mask_in if not causal else (causal_mask(q.shape[-2], k.shape[-2], xp=np) | (False if mask_in is None else mask_in))
+    out, w, _ = scaled_dot_product_attention_forward(q, k, v, mask)
+    args = (q, k, v) if mask_in is None and not causal else (q, k, v, mask_in, causal)
+    return Call("attention_forward", args, pair(what, out, w, atol, hint=scale_hint(q, k, mask)))
 
 
 def hidden_ex03(rng):
     calls = []
     for (B, h, T, S, d_k), dtype in trials(rng):
-        calls.append(Call("make_causal_mask", (T, S), array(f"make_causal_mask({T}, {S})", causal_mask(T, S, xp=np), 0)))
+        calls.append(mask_call(T, S))
         q, k, v = randn(rng, (B, h, T, d_k), dtype), randn(rng, (B, h, S, d_k), dtype), randn(rng, (B, h, S, d_k), dtype)
-        out, w, _ = scaled_dot_product_attention_forward(q, k, v)
-        calls.append(Call("attention_forward", (q, k, v), pair(f"attention_forward(q {q.shape}, k {k.shape})", out, w,
-                                                                tol_for(dtype))))  # fmt: skip
+        calls.append(_attention_call(f"attention_forward(q {q.shape}, k {k.shape})", q, k, v, None, False, tol_for(dtype)))
         pad = rng.random((B, 1, 1, S)) < 0.3
         pad[..., 0] = False  # key 0 stays visible, so a causal row is never empty
-        out, w, _ = scaled_dot_product_attention_forward(q, k, v, pad | causal_mask(T, S, xp=np))
         what = f"attention_forward(q {q.shape}, k {k.shape}, padding mask, causal=True)"
-        calls.append(Call("attention_forward", (q, k, v, pad, True), pair(what, out, w, tol_for(dtype))))
+        calls.append(_attention_call(what, q, k, v, pad, True, tol_for(dtype)))
     return calls
 
 

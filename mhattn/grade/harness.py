@@ -109,12 +109,12 @@ def tuple_of(what, n, names="") -> Callable:
     return check
 
 
-def pair(what, out, weights, atol, rtol=0.0) -> Callable:
+def pair(what, out, weights, atol, rtol=0.0, hint=None) -> Callable:
     """A judge for ``(out, weights)``: weights first, as the error in ``out`` follows from them."""
 
     def judge(got):
         tuple_of(what, 2, "(out, weights)")(got)
-        check_array(f"{what}: weights", got[1], weights, atol, rtol)
+        check_array(f"{what}: weights", got[1], weights, atol, rtol, hint)
         check_array(f"{what}: out", got[0], out, atol, rtol)
 
     return judge

@@ -109,8 +109,8 @@ def ended(outcome: Outcome, limits: Limits) -> str:
     lines = [ln for ln in outcome.stderr_tail.splitlines() if ln.strip()]
     if lines and "MemoryError" in lines[-1]:
         return f"ran out of memory (the limit is {limits.memory >> 20} MiB; --memory changes it)"
-    last = lines[-1].strip() if lines else "no message"
-    return f"the grading process ended before its reply was complete (exit code {rc}): {last}"
+    last = f"; the last line it wrote to stderr: {lines[-1].strip()}" if lines else ""
+    return f"the grading process ended before its reply was complete (exit code {rc}){last}"
 
 
 def score(points: int, calls: list[Call], n_visible: int, outcome: Outcome, limits: Limits, filename: str) -> tuple[int, str]:

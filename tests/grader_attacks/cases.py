@@ -36,9 +36,9 @@ WRONG = (
          "    dot = (dprobs * probs).sum(axis=-1, keepdims=True)  # (..., 1)\n    return probs * (dprobs - dot)  # (..., S)\n",
          "    return probs * (1 - probs) * dprobs  # only the Jacobian's diagonal\n"),), "softmax_backward"),
     Case("scale_sqrt_d_model", "ex03_attention_forward", (Edit("ex03_attention_forward.py",
-         "/ math.sqrt(q.shape[-1])", "/ math.sqrt(q.shape[1] * q.shape[-1])"),), "max |error| vs reference"),
+         "/ math.sqrt(q.shape[-1])", "/ math.sqrt(q.shape[1] * q.shape[-1])"),), "a scaling by 1/sqrt(h * d_k) = 1/sqrt(d_model)"),
     Case("causal_hides_diagonal", "ex03_attention_forward", (Edit("ex03_attention_forward.py",
-         "dtype=bool), k=1)", "dtype=bool), k=0)"),), "make_causal_mask"),
+         "dtype=bool), k=1)", "dtype=bool), k=0)"),), "(tolerance 0.0e+00); it also hides the diagonal"),
     Case("concat_wrong_order", "ex05_combine_heads", (Edit(EX05, "out = x.transpose(0, 2, 1, 3)",
          "out = x[:, ::-1].transpose(0, 2, 1, 3)"),), "in the wrong places"),
     Case("hardcoded_count", "ex08_count_parameters", (Edit("ex08_count_parameters.py",
@@ -141,7 +141,7 @@ os._exit(0)
 """
 
 ATTACKS = (
-    Case("forge_result_file_and_exit", "ex05_combine_heads", (at_import(EX05, _FORGE),), "reply channel was closed"),
+    Case("forge_result_file_and_exit", "ex05_combine_heads", (at_import(EX05, _FORGE),), "before its reply was complete"),
     Case("patch_grader_comparison", "ex05_combine_heads", (ex05_instead(_PATCH),), "max |error| vs reference"),
     Case("read_checker_frames", "ex05_combine_heads", (ex05_instead(_FRAMES),), "max |error| vs reference"),
     Case("ndarray_subclass_zero_difference", "ex05_combine_heads", (ex05_instead(_SUBCLASS),), "max |error| vs reference"),
