@@ -36,7 +36,7 @@ WRONG = (
          "    dot = (dprobs * probs).sum(axis=-1, keepdims=True)  # (..., 1)\n    return probs * (dprobs - dot)  # (..., S)\n",
          "    return probs * (1 - probs) * dprobs  # only the Jacobian's diagonal\n"),), "softmax_backward"),
     Case("scale_sqrt_d_model", "ex03_attention_forward", (Edit("ex03_attention_forward.py",
-         "/ math.sqrt(q.shape[-1])", "/ math.sqrt(q.shape[1] * q.shape[-1])"),), "a scaling by 1/sqrt(h * d_k) = 1/sqrt(d_model)"),
+         "/ math.sqrt(q.shape[-1])", "/ math.sqrt(q.shape[1] * q.shape[-1])"),), "by 1/sqrt(h * d_k) = 1/sqrt(d_model)"),
     Case("causal_hides_diagonal", "ex03_attention_forward", (Edit("ex03_attention_forward.py",
          "dtype=bool), k=1)", "dtype=bool), k=0)"),), "(tolerance 0.0e+00); it also hides the diagonal"),
     Case("concat_wrong_order", "ex05_combine_heads", (Edit(EX05, "out = x.transpose(0, 2, 1, 3)",
