@@ -169,7 +169,9 @@ def test_help_lists_every_json_key(argv, capsys):
     assert all(f"  {key}" in out for key in ("exercises", "total", "max_total", "seed", "sandbox"))
 
 
-@pytest.mark.parametrize("option, value", [("--timeout", "0"), ("--timeout", "-1"), ("--memory", "0"), ("--jobs", "0")])
+@pytest.mark.parametrize(
+    "option, value", [("--timeout", "0"), ("--timeout", "-1"), ("--timeout", "inf"), ("--memory", "0"), ("--jobs", "0")]
+)
 def test_limits_must_be_positive(option, value, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["grade", str(ROOT / "solutions"), option, value])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, format_table, grade, to_json
@@ -15,7 +16,7 @@ JSON report (--json), every key:
   total       points scored
   max_total   points possible for the exercises graded
   seed        seed of the hidden tests' random inputs (--seed repeats them)
-  sandbox     true when each file ran in the bubblewrap sandbox; false: see the line on stderr
+  sandbox     true when each file ran in the bubblewrap sandbox; false: one line (stderr) says what is missing
 
 Trust model: this process never imports your files. Each runs in a worker process that sends back
 only plain data (arrays, numbers); the comparison and the points happen here."""
@@ -28,8 +29,8 @@ def positive(kind):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
-        if not value > 0:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        if not (value > 0 and math.isfinite(value)):
             raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
         return value
 

@@ -10,6 +10,7 @@ plain data. The comparison and the points happen here (:mod:`mhattn.grade.verdic
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import shutil
@@ -127,7 +128,7 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
     if not folder.is_dir():
         raise FileNotFoundError(f"no folder {folder} (give the folder that holds your exercise files)")
     for name, value in (("timeout", timeout), ("memory", memory), ("jobs", jobs)):
-        if not value > 0:
+        if not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{name} must be > 0, got {value}")
     chosen = [find(n) for n in only] if only else list(EXERCISES)
     use_sandbox = sandbox.available() if sandbox_mode is None else bool(sandbox_mode)
