@@ -113,3 +113,24 @@ def test_zz_later_runs_are_unaffected(before, tmp_path):
     assert clean["total"] == clean["max_total"], [r["reason"] for r in clean["exercises"]]
     wrong = grade(write_submission(tmp_path / "wrong", WRONG[1].edits), only=["ex02"], seed=11)
     assert wrong["total"] == 0
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not available")
+def test_the_sandbox_shows_only_what_a_submission_needs(tmp_path):
+    """Inside the sandbox: no solutions/, an empty grader folder, a read-only mhattn, loopback only, few processes."""
+    code = f"""
+import os, socket
+import mhattn
+pkg = os.path.dirname(os.path.realpath(mhattn.__file__))
+net = sorted(name for _, name in socket.if_nameindex())
+seen = dict(solutions=os.path.exists({str(ROOT / "solutions")!r}), submission_folder=os.path.exists({str(tmp_path)!r}),
+            grader=os.listdir(os.path.join(pkg, "grade")), writable=os.access(pkg, os.W_OK), net=net,
+            processes=len([p for p in os.listdir("/proc") if p.isdigit()]))
+raise ValueError(repr(seen))
+"""
+    folder = write_submission(tmp_path / "sub", ())
+    (folder / "ex08_count_parameters.py").write_text(code, encoding="utf-8")
+    why = grade(folder, only=["ex08"], sandbox_mode=True)["exercises"][0]["reason"]
+    for part in ("'solutions': False", "'submission_folder': False", "'grader': []", "'writable': False", "'net': ['lo']"):
+        assert part in why, why
+    assert int(why.split("'processes': ")[1].split("}")[0]) <= 3, why
