@@ -49,5 +49,5 @@ def rng():
     return np.random.default_rng(1234)
 
 
-# Exercise files and deliberately wrong submissions are data for tests/test_grade.py, not tests.
-collect_ignore = ["wrong_submissions"]
+# The grader's test submissions (edits of solutions/) are data for tests/test_grade*.py, not tests.
+collect_ignore = ["grader_attacks"]

@@ -56,10 +56,6 @@ class Exercise:
         """The mhattn modules replaced by stand-ins while this exercise is graded."""
         return tuple(sorted({p.split(":")[0] for p in self.banned}))
 
-    @property
-    def banned_names(self) -> frozenset:
-        return frozenset(p.split(":")[1].split(".")[-1] for p in self.banned)
-
 
 EXERCISES = (
     Exercise("ex01_split_heads", "split heads", 5, ("split_heads",),
