@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from exercise_files import build  # noqa: E402
 from grader_attacks.cases import ATTACKS, WRONG  # noqa: E402
-from grader_attacks.edits import MARKER, apply  # noqa: E402
+from grader_attacks.edits import MARKER, apply, at_import  # noqa: E402
 
 pytestmark = pytest.mark.grader
 FULL = {ex.name: ex.points for ex in EXERCISES}
@@ -104,6 +104,18 @@ def test_attack_is_contained(use_sandbox, case, tmp_path, before):
 def test_wrong_answer_loses_its_points_in_both_modes(use_sandbox, case, tmp_path):
     report = grade(write_submission(tmp_path, case.edits), only=[case.exercise], seed=5, sandbox_mode=use_sandbox)
     assert report["total"] == 0 and case.words in report["exercises"][0]["reason"], report["exercises"][0]["reason"]
+
+
+def test_without_a_sandbox_a_changed_startup_file_is_reported(tmp_path):
+    """Plain mode cannot stop a write to site-packages; it scores 0 and names the file (a harmless .pth here)."""
+    target = Path(site.getsitepackages()[0]) / "zz_mhattn_attack_plain.pth"
+    code = f"with open({str(target)!r}, 'w') as f:\n    f.write('# harmless\\n')"
+    folder = write_submission(tmp_path, (at_import("ex05_combine_heads.py", code),))
+    try:
+        report = grade(folder, only=["ex05"], sandbox_mode=False)
+    finally:
+        target.unlink(missing_ok=True)
+    assert report["total"] == 0 and f"changed {target} while it was graded" in report["exercises"][0]["reason"]
 
 
 def test_zz_later_runs_are_unaffected(before, tmp_path):

@@ -14,6 +14,7 @@ import math
 import os
 import secrets
 import shutil
+import site
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -91,9 +92,29 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
     make_cmd, seen_as = session.command(ex, path, stubs)
     request = {"file": seen_as, "functions": list(ex.functions), "stubs": stubs,
                "calls": [{"fn": c.fn, "args": list(c.args)} for c in calls]}  # fmt: skip
+    before = None if session.sandbox else files_state()
     outcome = launch.run(make_cmd, frame(request), limits, session.env(), str(session.tmp / "cwd"))
     points, reason = verdict.score(ex.points, calls, n_visible, outcome, limits, path.name)
+    changed = [] if before is None else sorted(set(before.items()) ^ set(files_state().items()))
+    if changed:  # only without a sandbox can a submission write there; later runs would use the files
+        points, reason = 0, one_line(f"changed {changed[0][0]} while it was graded: reinstall mhattn before grading again")
     return {**row, "points": min(points, ex.points), "reason": reason}
+
+
+def files_state() -> dict:
+    """``{path: (size, mtime)}`` of mhattn's files and the files Python runs at start-up (``.pth``, ``*customize.py``)."""
+    paths = list(sandbox.package_dir().rglob("*.py"))
+    for d in {*site.getsitepackages(), site.getusersitepackages()}:
+        folder = Path(d)
+        paths += [*folder.glob("*.pth"), *folder.glob("*customize.py")]
+    state = {}
+    for p in paths:
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        state[str(p)] = (st.st_size, st.st_mtime_ns)
+    return state
 
 
 def frame(tree) -> bytes:
