@@ -23,8 +23,8 @@ import numpy
 import mhattn
 
 MISSING = (
-    "no sandbox (bubblewrap missing or --no-sandbox): each submission ran with your rights, so it could read "
-    "solutions/ and the reference source and change files on disk (time, memory and output were still limited)"
+    "no sandbox (bubblewrap missing or --no-sandbox): each submission ran with your rights, so it could read solutions/ "
+    "and the reference source and write files (a change to mhattn's or Python's start-up files scores 0)"
 )
 WORKER_DIR = "/run/mhattn-grade"
 TMP_BYTES = 64 << 20
