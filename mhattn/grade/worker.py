@@ -216,7 +216,7 @@ def call_one(module, call: dict, path: str) -> dict:
     fn, args = getattr(module, call["fn"]), call["args"]
     try:
         names = list(inspect.signature(fn).bind(*args).arguments)
-    except (TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - no signature, or one that does not take these arguments
         names = [f"argument {i}" for i in range(len(args))]
     pristine = copy.deepcopy(args)
     try:
