@@ -85,7 +85,7 @@ def cases_for(mode: str):
 def test_attack_is_contained(use_sandbox, case, tmp_path, before):
     folder = write_submission(tmp_path / "sub", case.edits)
     other = NEIGHBOUR[case.exercise]
-    report = grade(folder, only=[case.exercise, other], timeout=6.0, seed=3, sandbox_mode=use_sandbox)
+    report = grade(folder, only=[case.exercise, other], timeout=10.0, seed=3, sandbox_mode=use_sandbox)
     json.loads(json.dumps(report))
     rows = {r["name"]: r for r in report["exercises"]}
     assert report["sandbox"] is use_sandbox
