@@ -1,12 +1,9 @@
 """The untrusted half of ``mhattn grade``: import one learner file, call its functions, send back plain data.
 
-The grader (:mod:`mhattn.grade.runner`) starts this file as a script in a fresh process::
-
-    python worker.py REQUEST_FD REPLY_FD DONE_FD MEMORY_BYTES CPU_SECONDS FILE_BYTES
-
-It reads the request (which functions to call with which inputs) from ``REQUEST_FD``, sets its own
-limits (``resource.setrlimit``), imports the learner's file, makes each call, writes the results
-to ``REPLY_FD`` and one byte to ``DONE_FD``, then waits to be killed with everything it started.
+The grader (:mod:`mhattn.grade.runner`) runs ``python worker.py REQUEST_FD REPLY_FD DONE_FD MEMORY CPU FILE_SIZE``.
+It reads the request (which functions to call with which inputs), sets its own limits, imports the
+learner's file, makes each call, writes the results to ``REPLY_FD`` and one byte to ``DONE_FD``, then
+waits to be killed with everything it started.
 The reply holds return values only: arrays as ``.npy`` (read back with ``allow_pickle=False``),
 numbers, strings and lists as JSON. Scores, expected values and seeds never reach this process;
 the grader compares. This file imports nothing from ``mhattn.grade`` (in the sandbox the grader's
@@ -83,7 +80,9 @@ def decode(node, arrays: list, allow_fn: bool, depth: int = 0):
         raise ValueError(f"unexpected {type(node).__name__}")
     key = next(iter(node))
     if key in ("$array", "$scalar") and len(node) == 1:
-        arr = arrays[_index(node[key], len(arrays))]
+        if type(node[key]) is not int or not 0 <= node[key] < len(arrays):
+            raise ValueError("an array index out of range")
+        arr = arrays[node[key]]
         if key == "$scalar" and arr.ndim != 0:
             raise ValueError("a scalar that is not 0-d")
         return arr if key == "$array" else arr[()]
@@ -96,12 +95,6 @@ def decode(node, arrays: list, allow_fn: bool, depth: int = 0):
     if key == "$fn" and allow_fn and set(node) == {"$fn", "data"}:
         return make_callable(node["$fn"], decode(node["data"], arrays, allow_fn, depth + 1))
     raise ValueError(f"unexpected key {str(key)[:20]!r}")
-
-
-def _index(i, n):
-    if type(i) is not int or not 0 <= i < n:
-        raise ValueError("an array index out of range")
-    return i
 
 
 def write_frame(f, tree) -> None:
@@ -259,8 +252,15 @@ def run(request: dict) -> dict:
 
 
 def limit(memory: int, cpu: int, file_size: int) -> None:
-    """Address space, CPU seconds and the size of any file written (stdout and stderr included)."""
+    """Address space, CPU seconds, file size; on Linux, adopt orphans (a double fork) so the grader finds them."""
+    import ctypes
+    import ctypes.util
     import resource
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).prctl(36, 1, 0, 0, 0)  # 36: PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError, TypeError):  # not Linux: the grader kills the process group only
+        pass
 
     limits = [(resource.RLIMIT_AS, memory, memory), (resource.RLIMIT_CPU, cpu, cpu + 1), (resource.RLIMIT_CORE, 0, 0)]
     for kind, soft, hard in [*limits, (resource.RLIMIT_FSIZE, file_size, file_size)]:

@@ -151,7 +151,7 @@ ATTACKS = (
          f"import subprocess, sys\nsubprocess.Popen({SLEEPER}, start_new_session=True)"),), full=True),
     Case("background_thread", "ex05_combine_heads", (at_import(EX05,
          "import threading, time\nthreading.Thread(target=time.sleep, args=(60,)).start()"),), full=True),
-    Case("double_fork_daemon", "ex05_combine_heads", (at_import(EX05, _FORK_DAEMON),), full=True, modes=SANDBOX),
+    Case("double_fork_daemon", "ex05_combine_heads", (at_import(EX05, _FORK_DAEMON),), full=True),
     Case("getsource_exec_reference", EX02[:-3], (ex02_instead("""
          import importlib, inspect
          S = importlib.import_module("mhattn.functional." + "softmax")
