@@ -57,11 +57,9 @@ def speed(B, T, d, h, repeats):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((B, T, d)).astype(np.float32)
     dout = rng.standard_normal((B, T, d)).astype(np.float32)
-    runs = {
-        "tiled": lambda m=MultiHeadAttention(d, h, seed=0, attention="tiled"): fwd_bwd_ours(m, x, dout),
-        "plain": lambda m=MultiHeadAttention(d, h, seed=0, attention="plain"): fwd_bwd_ours(m, x, dout),
-        "torch": make_torch(d, h, x, dout),
-    }
+    mods = {name: MultiHeadAttention(d, h, seed=0, attention=name) for name in ("tiled", "plain")}
+    runs = {name: (lambda m=m: fwd_bwd_ours(m, x, dout)) for name, m in mods.items()}
+    runs["torch"] = make_torch(d, h, x, dout)
     times = {k: [] for k in runs}
     for f in runs.values():  # warm-up
         f()

@@ -57,7 +57,7 @@ def test_same_output_and_gradients_as_the_plain_path(backend, dtype, tol, kind, 
     grads = scaled_dot_product_attention_backward(dout, cache)
     out_t, lse, cache_t = tiled_attention_forward(q, k, v, mask, causal=causal, block_q=blocks[0], block_k=blocks[1])
     grads_t = tiled_attention_backward(dout, cache_t)
-    for name, a, b in zip(("out", "dq", "dk", "dv"), (out, *grads), (out_t, *grads_t)):
+    for name, a, b in zip(("out", "dq", "dk", "dv"), (out, *grads), (out_t, *grads_t), strict=True):
         assert b.dtype == a.dtype and b.shape == a.shape, name
         assert rel_error(a, b) <= tol, f"{name}: {rel_error(a, b):.2e}"
         assert bool(xp.isfinite(b).all()), name
@@ -116,7 +116,7 @@ def test_threads_and_one_worker_agree_exactly():
     one = tiled_attention_forward(q, k, v, workers=1, block_q=4)
     two = tiled_attention_forward(q, k, v, workers=2, block_q=4)
     np.testing.assert_array_equal(one[0], two[0])
-    for a, b in zip(tiled_attention_backward(dout, one[2]), tiled_attention_backward(dout, two[2])):
+    for a, b in zip(tiled_attention_backward(dout, one[2]), tiled_attention_backward(dout, two[2]), strict=True):
         np.testing.assert_array_equal(a, b)
 
 
@@ -125,7 +125,7 @@ def test_inputs_are_not_modified():
     copies = [a.copy() for a in (q, k, v, dout)]
     _, _, cache = tiled_attention_forward(q, k, v, block_k=4)
     tiled_attention_backward(dout, cache)
-    for a, c in zip((q, k, v, dout), copies):
+    for a, c in zip((q, k, v, dout), copies, strict=True):
         np.testing.assert_array_equal(a, c)
 
 
@@ -164,7 +164,7 @@ def test_multi_head_attention_switch_gives_the_plain_numbers(backend, dtype, tol
         # b_k's true gradient is 0 (softmax ignores a shift shared by a row): only rounding noise there
         results.append((out, *mod.backward(dout), *(mod.grads[n] for n in sorted(mod.grads) if n != "b_k")))
         assert w is None
-    for a, b in zip(*results):
+    for a, b in zip(*results, strict=True):
         assert rel_error(a, b) <= tol
 
 

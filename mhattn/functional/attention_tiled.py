@@ -110,7 +110,7 @@ def _forward_block(xp, q, k, v, mask, causal, scale, q0, q1, block_k):
     """Online softmax of one query block over its key tiles: ``(out, lse)`` of the block."""
     qs = q[..., q0:q1, :] * scale  # (..., bq, d_k), 1/sqrt(d_k) folded in once
     m = xp.full((*qs.shape[:-1], 1), -xp.inf, dtype=q.dtype)  # running max (..., bq, 1)
-    l = xp.zeros_like(m)  # running sum
+    l_sum = xp.zeros_like(m)  # running sum l
     acc = xp.zeros((*qs.shape[:-1], v.shape[-1]), dtype=q.dtype)  # running output (..., bq, d_v)
     for k0 in range(0, _key_end(causal, q1, k.shape[-2]), block_k):
         k1 = min(k0 + block_k, _key_end(causal, q1, k.shape[-2]))
@@ -123,12 +123,12 @@ def _forward_block(xp, q, k, v, mask, causal, scale, q0, q1, block_k):
         p = xp.exp(s, out=s)
         # 3. rescale what was summed under the old max, then add this tile (Alg. 1, line 10)
         alpha = xp.exp(m - m_safe)  # (..., bq, 1); 0 on the first tile
-        l = l * alpha + p.sum(axis=-1, keepdims=True)
+        l_sum = l_sum * alpha + p.sum(axis=-1, keepdims=True)
         acc = acc * alpha + p @ v[..., k0:k1, :]  # (..., bq, d_v)
         m = m_new
     # 4. normalise; an empty row (l = 0) gives out 0 and lse -inf (Alg. 1, lines 12-13)
-    empty = l == 0
-    l_safe = xp.where(empty, 1, l).astype(q.dtype, copy=False)
+    empty = l_sum == 0
+    l_safe = xp.where(empty, 1, l_sum).astype(q.dtype, copy=False)
     lse = xp.where(empty, -xp.inf, m + xp.log(l_safe)).astype(q.dtype, copy=False)
     return acc / l_safe, lse[..., 0]
 
