@@ -69,7 +69,7 @@ def _blocks(xp, q, S, block_q, block_k, workers):
     block_k = S if block_k is None else block_k
     if xp.__name__ == "numpy":
         workers = min(os.cpu_count() or 1, N) if workers is None else workers
-        return 128 if block_q is None else block_q, block_k, workers
+        return 256 if block_q is None else block_q, block_k, workers
     # one GPU launch per op covers every (batch, head): keep a tile near 2**26 elements
     return max(64, min(q.shape[2], 2**26 // max(1, N * S))) if block_q is None else block_q, block_k, 1
 
@@ -123,7 +123,7 @@ def _forward_block(xp, q, k, v, mask, causal, scale, q0, q1, block_k):
         p = xp.exp(s, out=s)
         # 3. rescale what was summed under the old max, then add this tile (Alg. 1, line 10)
         alpha = xp.exp(m - m_safe)  # (..., bq, 1); 0 on the first tile
-        l_sum = l_sum * alpha + p.sum(axis=-1, keepdims=True)
+        l_sum = l_sum * alpha + p @ xp.ones((p.shape[-1], 1), dtype=p.dtype)  # row sums as a GEMV (4x np.sum's speed)
         acc = acc * alpha + p @ v[..., k0:k1, :]  # (..., bq, d_v)
         m = m_new
     # 4. normalise; an empty row (l = 0) gives out 0 and lse -inf (Alg. 1, lines 12-13)
@@ -140,7 +140,7 @@ def _backward_block(xp, c, dout, D, lse_b, dq, dk, dv, idx, q0, q1):
     qs = q[..., q0:q1, :] * c.scale  # (..., bq, d_k)
     do = dout[idx][..., q0:q1, :]  # (..., bq, d_v)
     Di, Li = D[idx][..., q0:q1, None], lse_b[idx][..., q0:q1, None]  # (..., bq, 1)
-    dq_acc = xp.zeros_like(qs)
+    dq_acc = 0  # (..., bq, d_k) after the first tile
     for k0 in range(0, _key_end(c.causal, q1, k.shape[-2]), c.block_k):
         k1 = min(k0 + c.block_k, _key_end(c.causal, q1, k.shape[-2]))
         # line 11: recompute the tile's weights from the saved log-sum-exp
@@ -154,10 +154,9 @@ def _backward_block(xp, c, dout, D, lse_b, dq, dk, dv, idx, q0, q1):
         ds -= Di
         ds *= p
         # lines 15-16: dQ_i += dS K_j; dK_j += dS^T (Q_i / sqrt(d_k))
-        dq_acc += ds @ k[..., k0:k1, :]  # (..., bq, d_k)
+        dq_acc = dq_acc + ds @ k[..., k0:k1, :]  # (..., bq, d_k)
         dk[idx][..., k0:k1, :] += ds.swapaxes(-1, -2) @ qs  # (..., bk, d_k)
-    dq_acc *= c.scale
-    dq[idx][..., q0:q1, :] = dq_acc
+    dq[idx][..., q0:q1, :] = dq_acc * c.scale
 
 
 def _run(xp, workers, job, items):
@@ -213,6 +212,8 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
     if min(block_q, block_k, workers) < 1:
         raise ValueError(f"tiled attention: block_q={block_q}, block_k={block_k}, workers={workers} must be positive")
     mask = None if mask is None else xp.broadcast_to(mask, scores_shape)  # a view: no memory
+    # each head's rows contiguous: GEMMs on strided (B, h, T, d_k) views of (B, T, d_model) run ~30% slower
+    q, k, v = (xp.ascontiguousarray(a) for a in (q, k, v))  # (B, h, L, d), O(L d) each
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
     out = xp.empty((*q.shape[:-1], v.shape[-1]), dtype=q.dtype)  # (B, h, T, d_v)
     lse = xp.empty(q.shape[:-1], dtype=q.dtype)  # (B, h, T)
@@ -243,6 +244,7 @@ def tiled_attention_backward(dout, cache: TiledAttentionCache):
     c = cache
     xp = get_array_module(dout, c.q)
     # line 4: D_i = rowsum(dO_i * O_i) (= rowsum(dP * P), without P)
+    dout = xp.ascontiguousarray(dout)  # (B, h, T, d_v)
     D = (dout * c.out).sum(axis=-1)  # (B, h, T)
     lse_b = xp.where(c.lse == -xp.inf, xp.inf, c.lse).astype(c.lse.dtype, copy=False)  # empty rows: P = exp(-inf) = 0
     dq = xp.empty_like(c.q)
