@@ -32,11 +32,13 @@ def tile_picture(T: int, S: int, block_q: int, block_k: int, causal: bool = True
     """The ``(T, S)`` score matrix cut into ``block_q x block_k`` tiles, coloured by :func:`tile_states`."""
     from matplotlib.colors import ListedColormap
     from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
     states = tile_states(T, S, block_q, block_k, causal)
     fig = Figure(figsize=(4.2, 4.2 * T / S + 0.4))
     ax = fig.subplots()
-    cmap = ListedColormap(["#eeeeee", "#f4a261", "#2a9d8f"])
+    colours = ["#eeeeee", "#f4a261", "#2a9d8f"]  # SKIPPED, PARTIAL, FULL
+    cmap = ListedColormap(colours)
     ax.imshow(np.kron(states, np.ones((block_q, block_k)))[:T, :S], cmap=cmap, vmin=0, vmax=2, extent=(0, S, T, 0))
     for x in range(0, S + 1, block_k):
         ax.axvline(x, color="white", lw=1.5)
@@ -46,6 +48,9 @@ def tile_picture(T: int, S: int, block_q: int, block_k: int, causal: bool = True
         ax.plot([0, min(T, S)], [0, min(T, S)], color="black", lw=0.8)
     counts = [int((states == s).sum()) for s in (FULL, PARTIAL, SKIPPED)]
     ax.set(xlabel="keys s (tiles of block_k)", ylabel="queries t (blocks of block_q)")
+    names = ("skipped", "on the diagonal (masked inside)", "full")
+    ax.legend(handles=[Patch(color=c, label=n) for c, n in zip(colours, names, strict=True)], fontsize=7,
+              loc="upper right", framealpha=0.9)  # fmt: skip
     ax.set_title(title or f"full {counts[0]}, on the diagonal {counts[1]}, skipped {counts[2]}", fontsize=9)
     return fig
 
@@ -88,6 +93,8 @@ def tiled_record_figure(record):
     plain = [(r["T"], r["plain_bytes"] / 2**20) for r in mem if r["plain_bytes"]]
     ax_m.plot(*zip(*plain, strict=True), "s--", label="plain")
     ax_m.set(xscale="log", yscale="log", xlabel="T (B = 1)", ylabel="peak traced MiB", title="memory of forward + backward")
+    ax_m.set_xticks(Ts, [str(T) for T in Ts])
+    ax_m.minorticks_off()
     ax_m.legend(fontsize=8)
     fig.tight_layout()
     return fig
