@@ -132,7 +132,7 @@ def main(argv=None) -> int:
         plain_last = plain or plain_last
         ratio = tiled / (plain or plain_last)
         memory_rows.append({"T": T, "tiled_bytes": tiled, "plain_bytes": plain})
-        note = "" if plain else f"   (vs plain at the largest T run: a lower bound for plain here)"
+        note = "" if plain else "   (vs plain at the largest T run: a lower bound for plain here)"
         plain_txt = f"{plain / 2**20:9.1f}" if plain else f"{'not run':>9}"
         print(f"{T:5d} {tiled / 2**20:9.1f} {plain_txt} {ratio:12.4f}{note}", flush=True)
     if a.out:

@@ -105,7 +105,8 @@ def main(argv=None) -> int:
         raise RuntimeError("torch has no CUDA device: install a CUDA build of torch for this check")
     name = torch.cuda.get_device_name(0) if a.device == "cuda" else (platform.processor() or platform.machine())
     print(f"{name}; mhattn on {backend}, torch {torch.__version__} on {a.device}; float32, forward + backward, medians")
-    print(f"{'B':>3} {'T':>5} {'d':>5} {'h':>3} {'tiled ms':>9} {'plain ms':>9} {'torch ms':>9} {'tiled/torch':>12} {'plain/torch':>12}")
+    head = ("B", 3), ("T", 5), ("d", 5), ("h", 3), ("tiled ms", 9), ("plain ms", 9), ("torch ms", 9)
+    print(" ".join(f"{n:>{w}}" for n, w in head), f"{'tiled/torch':>12} {'plain/torch':>12}")
     rows = []
     for B, T, d, h in shapes:
         t = time_shape(B, T, d, h, a.device, a.repeats)

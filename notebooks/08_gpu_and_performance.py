@@ -38,10 +38,12 @@
 
 # %%
 import json
+import time
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import mhattn
 from mhattn.course.display import show
@@ -109,10 +111,6 @@ for key in ("forward_s", "backward_s"):
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-import time
-
-from threadpoolctl import threadpool_limits
-
 rng = np.random.default_rng(0)
 
 
@@ -189,7 +187,9 @@ if gpu_record.is_file():
     print(f"{rec['device']}: mhattn on {rec['backend']}, torch {rec['torch']}, {rec['dtype']}")
     for r in rec["rows"]:
         ratios = [f"{r[k]:.2f}" if r[k] is not None else "-" for k in ("tiled_over_torch", "plain_over_torch")]
-        print(f"B {r['B']:2d}, T {r['T']:5d}, d_model {r['d_model']}, h {r['num_heads']}:  tiled/torch {ratios[0]}   plain/torch {ratios[1]}")
+        print(
+            f"B {r['B']:2d}, T {r['T']:5d}, d_model {r['d_model']}, h {r['num_heads']}:  tiled/torch {ratios[0]}   plain/torch {ratios[1]}"
+        )
 else:
     print("no GPU record shipped yet: run benchmarks/gpu_check.sh on a machine with a CUDA GPU")
 #

@@ -95,7 +95,11 @@ show(tile_picture(T=32, S=32, block_q=8, block_k=8, causal=True))
 states = tile_states(32, 32, 8, 8, causal=True)
 n = states.shape[0]
 print(f"tiles: {states.size}, computed: {(states != SKIPPED).sum()}, of them on the diagonal: {(states == PARTIAL).sum()}")
-assert (states != SKIPPED).sum() == n * (n + 1) // 2 and (states == PARTIAL).sum() == n and (states == FULL).sum() == n * (n - 1) // 2
+assert (
+    (states != SKIPPED).sum() == n * (n + 1) // 2
+    and (states == PARTIAL).sum() == n
+    and (states == FULL).sum() == n * (n - 1) // 2
+)
 
 # %% [markdown]
 # The computed fraction tends to one half as the number of tiles grows: causal attention costs about half of full attention, in time as well as memory.
@@ -126,6 +130,7 @@ assert np.allclose(lse, np.log(np.exp(scores).sum(-1)))  # L is each row's log-s
 # $$dV_j \mathrel{+}= P_{ij}^\top dO_i, \quad dP_{ij} = dO_i V_j^\top, \quad dS_{ij} = P_{ij} \circ (dP_{ij} - D_i), \quad dQ_i \mathrel{+}= dS_{ij} K_j / \sqrt{d_k}, \quad dK_j \mathrel{+}= dS_{ij}^\top Q_i / \sqrt{d_k}$$
 #
 # (lines 12-16). **Why recomputing is cheap.** The plain backward does four matrix products per tile ($dV$, $dP$, $dQ$, $dK$); the tiled one adds a fifth, $Q K^\top$ again, and one `exp`. Counted in multiply-adds for a forward plus backward:
+
 
 # %%
 def attention_madds(T, S, d_k, tiled):
@@ -180,7 +185,9 @@ assert max(errors) < 1e-7
 record = json.loads((Path(mhattn.__file__).parent / "data" / "attention_tiled_numpy.json").read_text())
 print(f"device {record['device']}, NumPy {record['numpy']}, d_model {record['d_model']}, h {record['num_heads']}")
 for r in record["speed"]:
-    print(f"B {r['B']}, T {r['T']:5d}:  tiled/torch {r['tiled_s'] / r['torch_s']:.2f}   plain/torch {r['plain_s'] / r['torch_s']:.2f}")
+    print(
+        f"B {r['B']}, T {r['T']:5d}:  tiled/torch {r['tiled_s'] / r['torch_s']:.2f}   plain/torch {r['plain_s'] / r['torch_s']:.2f}"
+    )
 for r in record["memory"]:
     plain = f"{r['plain_bytes'] / 2**20:8.1f} MiB" if r["plain_bytes"] else "  not run (too large for this machine)"
     print(f"T {r['T']:5d}: tiled peak {r['tiled_bytes'] / 2**20:7.1f} MiB   plain peak {plain}")
@@ -192,9 +199,9 @@ show(tiled_record_figure(record))
 # %%
 assert all(r["tiled_s"] < r["plain_s"] for r in record["speed"])
 mem = record["memory"]
-tiled_growth = [b["tiled_bytes"] / a["tiled_bytes"] for a, b in zip(mem, mem[1:])]
+tiled_growth = [b["tiled_bytes"] / a["tiled_bytes"] for a, b in zip(mem, mem[1:], strict=False)]
 plain_rows = [r for r in mem if r["plain_bytes"]]
-plain_growth = [b["plain_bytes"] / a["plain_bytes"] for a, b in zip(plain_rows, plain_rows[1:])]
+plain_growth = [b["plain_bytes"] / a["plain_bytes"] for a, b in zip(plain_rows, plain_rows[1:], strict=False)]
 print("tiled growth per doubling:", np.round(tiled_growth, 2), "  plain:", np.round(plain_growth, 2))
 assert all(g < 2.5 for g in tiled_growth) and plain_growth[-1] > 3
 assert mem[-1]["tiled_bytes"] <= plain_rows[-1]["plain_bytes"] / 8
