@@ -98,7 +98,7 @@ def test_causal_skips_the_tiles_above_the_diagonal(monkeypatch):
     real = tiled_mod._scores
 
     def counting(*args):
-        calls.append(args[5:])  # (q0, q1, k0, k1)
+        calls.append(args[5:9])  # (q0, q1, k0, k1)
         return real(*args)
 
     monkeypatch.setattr(tiled_mod, "_scores", counting)

@@ -89,9 +89,22 @@ def _check(q, k, v, mask):
     return get_array_module(q, k, v, mask), scores_shape
 
 
-def _scores(xp, qs, k, mask, causal, q0, q1, k0, k1):
-    """One tile of scaled, masked scores ``(..., bq, bk)`` (a fresh array we own)."""
-    s = qs @ k[..., k0:k1, :].swapaxes(-1, -2)  # (..., bq, bk)
+class _Workspace(NamedTuple):
+    """Tile buffers, made once per work item: fresh 1-4 MiB arrays per tile cost page faults (about 20%)."""
+
+    s: object  # (..., block_q, block_k) scores, then weights P
+    ds: object  # (..., block_q, block_k) dP, then dS
+    kv: object  # (..., block_k, d) a tile's dV or dK contribution
+
+
+def _workspace(xp, q, block_q, block_k, S):
+    lead, bq, bk = q.shape[:-2], min(block_q, q.shape[-2]), min(block_k, S)
+    return _Workspace(*(xp.empty((*lead, *shape), dtype=q.dtype) for shape in ((bq, bk), (bq, bk), (bk, q.shape[-1]))))
+
+
+def _scores(xp, qs, k, mask, causal, q0, q1, k0, k1, out):
+    """One tile of scaled, masked scores ``(..., bq, bk)``, written into ``out``'s top-left corner."""
+    s = xp.matmul(qs, k[..., k0:k1, :].swapaxes(-1, -2), out=out[..., : q1 - q0, : k1 - k0])  # (..., bq, bk)
     if mask is not None and mask.dtype == bool:
         xp.copyto(s, -xp.inf, where=mask[..., q0:q1, k0:k1])
     elif mask is not None:
@@ -106,7 +119,7 @@ def _key_end(causal, q1, S):
     return min(S, q1) if causal else S
 
 
-def _forward_block(xp, q, k, v, mask, causal, scale, q0, q1, block_k):
+def _forward_block(xp, q, k, v, mask, causal, scale, q0, q1, block_k, ws):
     """Online softmax of one query block over its key tiles: ``(out, lse)`` of the block."""
     qs = q[..., q0:q1, :] * scale  # (..., bq, d_k), 1/sqrt(d_k) folded in once
     m = xp.full((*qs.shape[:-1], 1), -xp.inf, dtype=q.dtype)  # running max (..., bq, 1)
@@ -114,7 +127,7 @@ def _forward_block(xp, q, k, v, mask, causal, scale, q0, q1, block_k):
     acc = xp.zeros((*qs.shape[:-1], v.shape[-1]), dtype=q.dtype)  # running output (..., bq, d_v)
     for k0 in range(0, _key_end(causal, q1, k.shape[-2]), block_k):
         k1 = min(k0 + block_k, _key_end(causal, q1, k.shape[-2]))
-        s = _scores(xp, qs, k, mask, causal, q0, q1, k0, k1)  # (..., bq, bk)
+        s = _scores(xp, qs, k, mask, causal, q0, q1, k0, k1, ws.s)  # (..., bq, bk)
         # 1. new running max; a row with nothing allowed yet uses 0 (exp(-inf - 0) = 0)
         m_new = xp.maximum(m, s.max(axis=-1, keepdims=True))
         m_safe = xp.where(m_new == -xp.inf, 0, m_new).astype(q.dtype, copy=False)
@@ -133,7 +146,7 @@ def _forward_block(xp, q, k, v, mask, causal, scale, q0, q1, block_k):
     return acc / l_safe, lse[..., 0]
 
 
-def _backward_block(xp, c, dout, D, lse_b, dq, dk, dv, idx, q0, q1):
+def _backward_block(xp, c, dout, D, lse_b, dq, dk, dv, idx, q0, q1, ws):
     """Algorithm 2's inner loop for one query block of one (batch, head) item ``idx``."""
     q, k, v = c.q[idx], c.k[idx], c.v[idx]  # (..., T|S, d)
     mask = None if c.mask is None else c.mask[idx]
@@ -144,18 +157,19 @@ def _backward_block(xp, c, dout, D, lse_b, dq, dk, dv, idx, q0, q1):
     for k0 in range(0, _key_end(c.causal, q1, k.shape[-2]), c.block_k):
         k1 = min(k0 + c.block_k, _key_end(c.causal, q1, k.shape[-2]))
         # line 11: recompute the tile's weights from the saved log-sum-exp
-        s = _scores(xp, qs, k, mask, c.causal, q0, q1, k0, k1)  # (..., bq, bk)
+        s = _scores(xp, qs, k, mask, c.causal, q0, q1, k0, k1, ws.s)  # (..., bq, bk)
         s -= Li
         p = xp.exp(s, out=s)
         # line 12: dV_j += P^T dO_i
-        dv[idx][..., k0:k1, :] += p.swapaxes(-1, -2) @ do  # (..., bk, d_v)
+        kv = ws.kv[..., : k1 - k0, :]
+        dv[idx][..., k0:k1, :] += xp.matmul(p.swapaxes(-1, -2), do, out=kv)  # (..., bk, d_v)
         # lines 13-14: dS = P * (dO V^T - D)
-        ds = do @ v[..., k0:k1, :].swapaxes(-1, -2)  # (..., bq, bk)
+        ds = xp.matmul(do, v[..., k0:k1, :].swapaxes(-1, -2), out=ws.ds[..., : q1 - q0, : k1 - k0])  # (..., bq, bk)
         ds -= Di
         ds *= p
         # lines 15-16: dQ_i += dS K_j; dK_j += dS^T (Q_i / sqrt(d_k))
         dq_acc = dq_acc + ds @ k[..., k0:k1, :]  # (..., bq, d_k)
-        dk[idx][..., k0:k1, :] += ds.swapaxes(-1, -2) @ qs  # (..., bk, d_k)
+        dk[idx][..., k0:k1, :] += xp.matmul(ds.swapaxes(-1, -2), qs, out=kv)  # (..., bk, d_k)
     dq[idx][..., q0:q1, :] = dq_acc * c.scale
 
 
@@ -220,10 +234,11 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
 
     def job(idx):
         m = None if mask is None else mask[idx]
+        ws = _workspace(xp, q[idx], block_q, block_k, k.shape[2])
         for q0 in range(0, q.shape[2], block_q):
             q1 = min(q0 + block_q, q.shape[2])
             out[idx][..., q0:q1, :], lse[idx][..., q0:q1] = _forward_block(
-                xp, q[idx], k[idx], v[idx], m, causal, scale, q0, q1, block_k
+                xp, q[idx], k[idx], v[idx], m, causal, scale, q0, q1, block_k, ws
             )
 
     _run(xp, workers, job, _items(xp, q))
@@ -252,8 +267,9 @@ def tiled_attention_backward(dout, cache: TiledAttentionCache):
     T = c.q.shape[2]
 
     def job(idx):
+        ws = _workspace(xp, c.q[idx], c.block_q, c.block_k, c.k.shape[2])
         for q0 in range(0, T, c.block_q):
-            _backward_block(xp, c, dout, D, lse_b, dq, dk, dv, idx, q0, min(q0 + c.block_q, T))
+            _backward_block(xp, c, dout, D, lse_b, dq, dk, dv, idx, q0, min(q0 + c.block_q, T), ws)
 
     _run(xp, c.workers, job, _items(xp, c.q))
     return dq, dk, dv
