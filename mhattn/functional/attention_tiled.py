@@ -95,6 +95,7 @@ class _Workspace(NamedTuple):
     s: object  # (..., block_q, block_k) scores, then weights P
     ds: object  # (..., block_q, block_k) dP, then dS
     kv: object  # (..., block_k, d) a tile's dV or dK contribution
+    extra: tuple = ()  # backward: ([K | 1], [V | 1]), each (..., S, d + 1)
 
 
 def _workspace(xp, q, block_q, block_k, S):
@@ -146,26 +147,34 @@ def _forward_block(xp, q, k, v, mask, causal, scale, q0, q1, block_k, ws):
     return acc / l_safe, lse[..., 0]
 
 
-def _backward_block(xp, c, dout, D, lse_b, dq, dk, dv, idx, q0, q1, ws):
-    """Algorithm 2's inner loop for one query block of one (batch, head) item ``idx``."""
-    q, k, v = c.q[idx], c.k[idx], c.v[idx]  # (..., T|S, d)
+def _with_column(xp, a, column):
+    """``[a | column]``: ``(..., n, d)`` and ``(..., n, 1)`` -> ``(..., n, d + 1)``."""
+    return xp.concatenate([a, xp.broadcast_to(column, (*a.shape[:-1], 1)).astype(a.dtype, copy=False)], axis=-1)
+
+
+def _backward_block(xp, c, dout, D, lse_b, grads, idx, q0, q1, ws):
+    """Algorithm 2's inner loop for one query block of one (batch, head) item ``idx``.
+
+    ``- L_i`` and ``- D_i`` ride along in the GEMMs as one extra column
+    (``[Q_i | -L_i] [K_j | 1]^T = Q_i K_j^T - L_i``): two fewer passes over each tile.
+    """
+    (dq, dk, dv), (k_one, v_one) = grads, ws.extra
+    q, k = c.q[idx], c.k[idx]  # (..., T|S, d)
     mask = None if c.mask is None else c.mask[idx]
     qs = q[..., q0:q1, :] * c.scale  # (..., bq, d_k)
     do = dout[idx][..., q0:q1, :]  # (..., bq, d_v)
-    Di, Li = D[idx][..., q0:q1, None], lse_b[idx][..., q0:q1, None]  # (..., bq, 1)
+    qs_l = _with_column(xp, qs, -lse_b[idx][..., q0:q1, None])  # (..., bq, d_k + 1) = [Q_i | -L_i]
+    do_d = _with_column(xp, do, -D[idx][..., q0:q1, None])  # (..., bq, d_v + 1) = [dO_i | -D_i]
     dq_acc = 0  # (..., bq, d_k) after the first tile
     for k0 in range(0, _key_end(c.causal, q1, k.shape[-2]), c.block_k):
         k1 = min(k0 + c.block_k, _key_end(c.causal, q1, k.shape[-2]))
-        # line 11: recompute the tile's weights from the saved log-sum-exp
-        s = _scores(xp, qs, k, mask, c.causal, q0, q1, k0, k1, ws.s)  # (..., bq, bk)
-        s -= Li
-        p = xp.exp(s, out=s)
+        # line 11: recompute the tile's weights from the saved log-sum-exp: P = exp(S - L)
+        p = xp.exp(_scores(xp, qs_l, k_one, mask, c.causal, q0, q1, k0, k1, ws.s), out=ws.s[..., : q1 - q0, : k1 - k0])
         # line 12: dV_j += P^T dO_i
         kv = ws.kv[..., : k1 - k0, :]
         dv[idx][..., k0:k1, :] += xp.matmul(p.swapaxes(-1, -2), do, out=kv)  # (..., bk, d_v)
         # lines 13-14: dS = P * (dO V^T - D)
-        ds = xp.matmul(do, v[..., k0:k1, :].swapaxes(-1, -2), out=ws.ds[..., : q1 - q0, : k1 - k0])  # (..., bq, bk)
-        ds -= Di
+        ds = xp.matmul(do_d, v_one[..., k0:k1, :].swapaxes(-1, -2), out=ws.ds[..., : q1 - q0, : k1 - k0])  # (..., bq, bk)
         ds *= p
         # lines 15-16: dQ_i += dS K_j; dK_j += dS^T (Q_i / sqrt(d_k))
         dq_acc = dq_acc + ds @ k[..., k0:k1, :]  # (..., bq, d_k)
@@ -268,8 +277,10 @@ def tiled_attention_backward(dout, cache: TiledAttentionCache):
 
     def job(idx):
         ws = _workspace(xp, c.q[idx], c.block_q, c.block_k, c.k.shape[2])
+        extra = tuple(_with_column(xp, a[idx], 1.0) for a in (c.k, c.v))  # [K | 1], [V | 1]: (..., S, d + 1)
+        ws = ws._replace(extra=extra)
         for q0 in range(0, T, c.block_q):
-            _backward_block(xp, c, dout, D, lse_b, dq, dk, dv, idx, q0, min(q0 + c.block_q, T), ws)
+            _backward_block(xp, c, dout, D, lse_b, (dq, dk, dv), idx, q0, min(q0 + c.block_q, T), ws)
 
     _run(xp, c.workers, job, _items(xp, c.q))
     return dq, dk, dv
