@@ -97,6 +97,37 @@ def plain_fits(B, T, h) -> bool:
     return avail > 2 * need
 
 
+def speed_table(d, h, repeats):
+    """Print and return the timing rows of SPEED_SHAPES."""
+    import torch
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; d_model {d}, h {h}, float32, fwd+bwd medians")
+    print(f"{'B':>3} {'T':>5} {'tiled ms':>9} {'plain ms':>9} {'torch ms':>9} {'tiled/torch':>12} {'plain/torch':>12}")
+    rows = []
+    for B, T in SPEED_SHAPES:
+        t = speed(B, T, d, h, repeats)
+        rows.append({"B": B, "T": T, **{f"{k}_s": v for k, v in t.items()}})
+        print(f"{B:3d} {T:5d} {t['tiled'] * 1e3:9.1f} {t['plain'] * 1e3:9.1f} {t['torch'] * 1e3:9.1f} "
+              f"{t['tiled'] / t['torch']:12.3f} {t['plain'] / t['torch']:12.3f}", flush=True)  # fmt: skip
+    return rows
+
+
+def memory_table(lengths, d, h, plain_max_T):
+    """Print and return the peak-memory rows (B = 1); plain only where it is allowed and fits."""
+    print(f"\npeak traced memory of forward + backward, B 1, MiB  (plain measured up to T = {plain_max_T}, if it fits)")
+    print(f"{'T':>5} {'tiled':>9} {'plain':>9} {'tiled/plain':>12}")
+    rows, plain_last = [], None
+    for T in lengths:
+        tiled = peak_bytes("tiled", 1, T, d, h)
+        plain = peak_bytes("plain", 1, T, d, h) if T <= plain_max_T and plain_fits(1, T, h) else None
+        plain_last = plain or plain_last
+        rows.append({"T": T, "tiled_bytes": tiled, "plain_bytes": plain})
+        note = "" if plain else "   (vs plain at the largest T run: a lower bound for plain here)"
+        plain_txt = f"{plain / 2**20:9.1f}" if plain else f"{'not run':>9}"
+        print(f"{T:5d} {tiled / 2**20:9.1f} {plain_txt} {tiled / (plain or plain_last):12.4f}{note}", flush=True)
+    return rows
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=5)
@@ -112,29 +143,8 @@ def main(argv=None) -> int:
 
     blas = threadpoolctl.threadpool_info()
     print(f"{platform.processor() or platform.machine()}, NumPy {np.__version__}, BLAS {[b['internal_api'] for b in blas]}")
-    speed_rows, memory_rows = [], []
-    if not a.no_torch:
-        import torch
-
-        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; d_model {d}, h {h}, float32, fwd+bwd medians")
-        print(f"{'B':>3} {'T':>5} {'tiled ms':>9} {'plain ms':>9} {'torch ms':>9} {'tiled/torch':>12} {'plain/torch':>12}")
-        for B, T in SPEED_SHAPES:
-            t = speed(B, T, d, h, a.repeats)
-            speed_rows.append({"B": B, "T": T, **{f"{k}_s": v for k, v in t.items()}})
-            print(f"{B:3d} {T:5d} {t['tiled'] * 1e3:9.1f} {t['plain'] * 1e3:9.1f} {t['torch'] * 1e3:9.1f} "
-                  f"{t['tiled'] / t['torch']:12.3f} {t['plain'] / t['torch']:12.3f}", flush=True)  # fmt: skip
-    print(f"\npeak traced memory of forward + backward, B 1, MiB  (plain measured up to T = {a.plain_max_T}, if it fits)")
-    print(f"{'T':>5} {'tiled':>9} {'plain':>9} {'tiled/plain':>12}")
-    plain_last = None
-    for T in a.memory_T:
-        tiled = peak_bytes("tiled", 1, T, d, h)
-        plain = peak_bytes("plain", 1, T, d, h) if T <= a.plain_max_T and plain_fits(1, T, h) else None
-        plain_last = plain or plain_last
-        ratio = tiled / (plain or plain_last)
-        memory_rows.append({"T": T, "tiled_bytes": tiled, "plain_bytes": plain})
-        note = "" if plain else "   (vs plain at the largest T run: a lower bound for plain here)"
-        plain_txt = f"{plain / 2**20:9.1f}" if plain else f"{'not run':>9}"
-        print(f"{T:5d} {tiled / 2**20:9.1f} {plain_txt} {ratio:12.4f}{note}", flush=True)
+    speed_rows = [] if a.no_torch else speed_table(d, h, a.repeats)
+    memory_rows = memory_table(a.memory_T, d, h, a.plain_max_T)
     if a.out:
         record = {"device": platform.processor() or platform.machine(), "numpy": np.__version__, "d_model": d,
                   "num_heads": h, "dtype": "float32", "speed": speed_rows, "memory": memory_rows}  # fmt: skip
