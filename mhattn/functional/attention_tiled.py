@@ -14,19 +14,19 @@ Forward, the online softmax (Milakov & Gimelshein 2018; FlashAttention-2, Dao
 
 Backward (Dao 2023, Algorithm 2): nothing of size ``(T, S)`` was kept, so each
 tile is recomputed from the per-row log-sum-exp L, with ``D = rowsum(dO * O)``
-(line 4, eq. for D_i in §3.1.2)::
+(line 5; FlashAttention-2 §3.1.2)::
 
-    P_ij  = exp(S_ij - L_i)                 line 11 (one exp, no max, no sum)
-    dV_j += P_ij^T dO_i                     line 12
-    dP_ij = dO_i V_j^T                      line 13
-    dS_ij = P_ij * (dP_ij - D_i)            line 14
-    dQ_i += dS_ij K_j,  dK_j += dS_ij^T Q_i  lines 15-16 (times 1/sqrt(d_k))
+    P_ij  = exp(S_ij - L_i)                 lines 11-12 (one exp, no max, no sum)
+    dV_j += P_ij^T dO_i                     line 13
+    dP_ij = dO_i V_j^T                      line 14
+    dS_ij = P_ij * (dP_ij - D_i)            line 15
+    dQ_i += dS_ij K_j,  dK_j += dS_ij^T Q_i  lines 16-17 (times 1/sqrt(d_k))
 
-Choice measured on a 2-core CPU (benchmarks/bench_tiled.py): the default key tile
-is the whole key row (``block_k = S``), i.e. query blocks with full rows. The
-online rescaling then never runs, each block's GEMMs are as large as possible,
-and a row of 128 x 4096 float32 scores (2 MiB) still fits the cache well; a
-smaller ``block_k`` gives the true online softmax with the same results.
+Choice measured on a 2-core CPU (benchmarks/bench_tiled.py, benchmarks/RESULTS.md): on
+NumPy the default is blocks of 256 queries with the whole key row (``block_k = S``). The
+online rescaling then never runs and each block's GEMMs are as large as they can be;
+key tiles of 512-1024 measured no faster. A smaller ``block_k`` runs the true online
+softmax, with the same results (the tests and notebook 09 use it).
 
 Masks and conventions are the plain path's: ``mask`` bool (True = not allowed) or
 float (added), broadcastable to ``(B, h, T, S)``; ``causal=True`` masks key s > query t
@@ -168,15 +168,15 @@ def _backward_block(xp, c, dout, D, lse_b, grads, idx, q0, q1, ws):
     dq_acc = 0  # (..., bq, d_k) after the first tile
     for k0 in range(0, _key_end(c.causal, q1, k.shape[-2]), c.block_k):
         k1 = min(k0 + c.block_k, _key_end(c.causal, q1, k.shape[-2]))
-        # line 11: recompute the tile's weights from the saved log-sum-exp: P = exp(S - L)
+        # lines 11-12: recompute the tile's weights from the saved log-sum-exp: P = exp(S - L)
         p = xp.exp(_scores(xp, qs_l, k_one, mask, c.causal, q0, q1, k0, k1, ws.s), out=ws.s[..., : q1 - q0, : k1 - k0])
-        # line 12: dV_j += P^T dO_i
+        # line 13: dV_j += P^T dO_i
         kv = ws.kv[..., : k1 - k0, :]
         dv[idx][..., k0:k1, :] += xp.matmul(p.swapaxes(-1, -2), do, out=kv)  # (..., bk, d_v)
-        # lines 13-14: dS = P * (dO V^T - D)
+        # lines 14-15: dS = P * (dO V^T - D)
         ds = xp.matmul(do_d, v_one[..., k0:k1, :].swapaxes(-1, -2), out=ws.ds[..., : q1 - q0, : k1 - k0])  # (..., bq, bk)
         ds *= p
-        # lines 15-16: dQ_i += dS K_j; dK_j += dS^T (Q_i / sqrt(d_k))
+        # lines 16-17: dQ_i += dS K_j; dK_j += dS^T (Q_i / sqrt(d_k))
         dq_acc = dq_acc + ds @ k[..., k0:k1, :]  # (..., bq, d_k)
         dk[idx][..., k0:k1, :] += xp.matmul(ds.swapaxes(-1, -2), qs, out=kv)  # (..., bk, d_k)
     dq[idx][..., q0:q1, :] = dq_acc * c.scale
@@ -263,11 +263,11 @@ def tiled_attention_backward(dout, cache: TiledAttentionCache):
     Returns:
         ``(dq, dk, dv)`` with the shapes of ``q``, ``k``, ``v``; zero for masked pairs.
 
-    Source: Dao 2023 (FlashAttention-2), Algorithm 2, lines 4 and 11-16.
+    Source: Dao 2023 (FlashAttention-2), Algorithm 2, lines 5 and 11-17.
     """
     c = cache
     xp = get_array_module(dout, c.q)
-    # line 4: D_i = rowsum(dO_i * O_i) (= rowsum(dP * P), without P)
+    # line 5: D_i = rowsum(dO_i * O_i) (= rowsum(dP * P), without P)
     dout = xp.ascontiguousarray(dout)  # (B, h, T, d_v)
     D = (dout * c.out).sum(axis=-1)  # (B, h, T)
     lse_b = xp.where(c.lse == -xp.inf, xp.inf, c.lse).astype(c.lse.dtype, copy=False)  # empty rows: P = exp(-inf) = 0
