@@ -99,13 +99,21 @@ class _Workspace(NamedTuple):
 
 
 def _workspace(xp, q, block_q, block_k, S):
+    """Buffers on NumPy; ``None`` elsewhere (CuPy's memory pool makes fresh arrays cheap already)."""
+    if xp.__name__ != "numpy":
+        return _Workspace(None, None, None)
     lead, bq, bk = q.shape[:-2], min(block_q, q.shape[-2]), min(block_k, S)
     return _Workspace(*(xp.empty((*lead, *shape), dtype=q.dtype) for shape in ((bq, bk), (bq, bk), (bk, q.shape[-1]))))
 
 
+def _mm(xp, a, b, buf, rows, cols):
+    """``a @ b``, written into the top-left ``(rows, cols)`` corner of ``buf`` when there is one."""
+    return a @ b if buf is None else xp.matmul(a, b, out=buf[..., :rows, :cols])
+
+
 def _scores(xp, qs, k, mask, causal, q0, q1, k0, k1, out):
     """One tile of scaled, masked scores ``(..., bq, bk)``, written into ``out``'s top-left corner."""
-    s = xp.matmul(qs, k[..., k0:k1, :].swapaxes(-1, -2), out=out[..., : q1 - q0, : k1 - k0])  # (..., bq, bk)
+    s = _mm(xp, qs, k[..., k0:k1, :].swapaxes(-1, -2), out, q1 - q0, k1 - k0)  # (..., bq, bk)
     if mask is not None and mask.dtype == bool:
         xp.copyto(s, -xp.inf, where=mask[..., q0:q1, k0:k1])
     elif mask is not None:
@@ -169,16 +177,16 @@ def _backward_block(xp, c, dout, D, lse_b, grads, idx, q0, q1, ws):
     for k0 in range(0, _key_end(c.causal, q1, k.shape[-2]), c.block_k):
         k1 = min(k0 + c.block_k, _key_end(c.causal, q1, k.shape[-2]))
         # lines 11-12: recompute the tile's weights from the saved log-sum-exp: P = exp(S - L)
-        p = xp.exp(_scores(xp, qs_l, k_one, mask, c.causal, q0, q1, k0, k1, ws.s), out=ws.s[..., : q1 - q0, : k1 - k0])
+        s = _scores(xp, qs_l, k_one, mask, c.causal, q0, q1, k0, k1, ws.s)  # (..., bq, bk)
+        p = xp.exp(s, out=s)
         # line 13: dV_j += P^T dO_i
-        kv = ws.kv[..., : k1 - k0, :]
-        dv[idx][..., k0:k1, :] += xp.matmul(p.swapaxes(-1, -2), do, out=kv)  # (..., bk, d_v)
+        dv[idx][..., k0:k1, :] += _mm(xp, p.swapaxes(-1, -2), do, ws.kv, k1 - k0, do.shape[-1])  # (..., bk, d_v)
         # lines 14-15: dS = P * (dO V^T - D)
-        ds = xp.matmul(do_d, v_one[..., k0:k1, :].swapaxes(-1, -2), out=ws.ds[..., : q1 - q0, : k1 - k0])  # (..., bq, bk)
+        ds = _mm(xp, do_d, v_one[..., k0:k1, :].swapaxes(-1, -2), ws.ds, q1 - q0, k1 - k0)  # (..., bq, bk)
         ds *= p
         # lines 16-17: dQ_i += dS K_j; dK_j += dS^T (Q_i / sqrt(d_k))
         dq_acc = dq_acc + ds @ k[..., k0:k1, :]  # (..., bq, d_k)
-        dk[idx][..., k0:k1, :] += xp.matmul(ds.swapaxes(-1, -2), qs, out=kv)  # (..., bk, d_k)
+        dk[idx][..., k0:k1, :] += _mm(xp, ds.swapaxes(-1, -2), qs, ws.kv, k1 - k0, qs.shape[-1])  # (..., bk, d_k)
     dq[idx][..., q0:q1, :] = dq_acc * c.scale
 
 
