@@ -102,8 +102,15 @@ assert (
 )
 
 # %% [markdown]
-# The computed fraction tends to one half as the number of tiles grows: causal attention costs about half of full attention, in time as well as memory.
-#
+# The computed fraction tends to one half as the number of tiles grows: a causal tiled pass computes about half the score tiles of full attention, so it costs about half the time.
+
+# %%
+for n_tiles in (4, 16, 64):
+    st = tile_states(8 * n_tiles, 8 * n_tiles, 8, 8)
+    print(f"{n_tiles:3d} x {n_tiles:<3d} tiles: computed fraction {(st != SKIPPED).mean():.3f}")
+assert abs((tile_states(512, 512, 8, 8) != SKIPPED).mean() - 0.5) < 0.01
+
+# %% [markdown]
 # The library's tiled forward gives the plain path's output, whatever the tile sizes. Small tiles (`block_k` = 3 keys) run the online softmax across many tiles; `block_k = S`, the default on the CPU, keeps whole rows:
 
 # %%
