@@ -27,6 +27,7 @@ from mhattn.functional.attention import (
     scaled_dot_product_attention_backward,
     scaled_dot_product_attention_forward,
 )
+from mhattn.functional.attention_tiled import TiledAttentionCache, tiled_attention_backward, tiled_attention_forward
 from mhattn.functional.checks import check_mha_inputs
 from mhattn.functional.heads import (
     HeadsCache,
@@ -36,7 +37,7 @@ from mhattn.functional.heads import (
     split_heads_forward,
 )
 from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
-from mhattn.functional.masks import merge_masks
+from mhattn.functional.masks import causal_mask, merge_masks
 
 PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
 
@@ -44,7 +45,7 @@ PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
 class MHACache(NamedTuple):
     proj: tuple[LinearCache, LinearCache, LinearCache]  # step 1, for Q, K, V
     split: HeadsCache  # step 2
-    attention: AttentionCache  # step 3
+    attention: AttentionCache | TiledAttentionCache  # step 3 (plain, or tiled: see attention_tiled.py)
     heads: object  # (B, h, T, d_k) step-3 output, kept for d(head_mask)
     head_mask: object  # (h,) or (B, h), or None
     out_proj: LinearCache  # step 6
@@ -68,8 +69,29 @@ def _project_qkv(query, key, value, params):
     return (Q, K, V), caches
 
 
+def _add_causal(mask, T, S, query):
+    """The merged mask with key s > query t also masked (the plain path's ``is_causal``)."""
+    xp = get_array_module(query)
+    causal = causal_mask(T, S, xp)  # (T, S)
+    if mask is None or mask.dtype == bool:
+        return causal if mask is None else mask | causal
+    return mask + xp.where(causal, -xp.inf, 0.0).astype(query.dtype)
+
+
 def multi_head_attention_forward(
-    query, key, value, params, num_heads, *, attn_mask=None, key_padding_mask=None, head_mask=None, dropout_p=0.0, rng=None
+    query,
+    key,
+    value,
+    params,
+    num_heads,
+    *,
+    attn_mask=None,
+    key_padding_mask=None,
+    head_mask=None,
+    dropout_p=0.0,
+    rng=None,
+    tiled=False,
+    is_causal=False,
 ):
     """Multi-head attention forward pass, batch first.
 
@@ -83,18 +105,24 @@ def multi_head_attention_forward(
         attn_mask: see :mod:`mhattn.functional.masks`; key_padding_mask: ``(B, S)``.
         head_mask: ``(h,)`` or ``(B, h)`` multipliers ξ on each head's output.
         dropout_p, rng: dropout on the attention weights (see attention.py).
+        tiled: step 3 by :mod:`mhattn.functional.attention_tiled` (no weights stored; no dropout).
+        is_causal: also mask key s > query t (the tiled path skips the tiles above the diagonal).
 
     Returns:
         ``(out, weights, cache)``: ``out`` ``(B, T, d_model)``; ``weights``
-        ``(B, h, T, S)`` per head, before dropout.
+        ``(B, h, T, S)`` per head, before dropout (``None`` when ``tiled``).
 
     Raises:
         TypeError, ValueError: see :func:`mhattn.functional.checks.check_mha_inputs`
-        and :func:`mhattn.functional.masks.merge_masks`.
+        and :func:`mhattn.functional.masks.merge_masks`; ValueError for ``tiled`` with dropout.
     """
     check_mha_inputs(query, key, value, params, num_heads, head_mask)
     B, T, S = query.shape[0], query.shape[1], key.shape[1]
+    if tiled and dropout_p > 0:
+        raise ValueError(f"tiled attention has no dropout (it never forms the weights); got dropout_p={dropout_p}")
     mask = merge_masks(attn_mask, key_padding_mask, B, num_heads, T, S, query.dtype)
+    if is_causal and not tiled:
+        mask = _add_causal(mask, T, S, query)
     # 1. the three projections
     (Q, K, V), proj = _project_qkv(query, key, value, params)  # (B, T|S, d_model)
     # 2. split d_model into h heads of d_k
@@ -102,7 +130,10 @@ def multi_head_attention_forward(
     k, _ = split_heads_forward(K, num_heads)  # (B, h, S, d_k)
     v, _ = split_heads_forward(V, num_heads)  # (B, h, S, d_k)
     # 3. scaled dot-product attention in every head at once
-    heads, weights, att = scaled_dot_product_attention_forward(q, k, v, mask, dropout_p, rng)  # (B, h, T, d_k)
+    if tiled:
+        (heads, _, att), weights = tiled_attention_forward(q, k, v, mask, causal=is_causal), None  # (B, h, T, d_k)
+    else:
+        heads, weights, att = scaled_dot_product_attention_forward(q, k, v, mask, dropout_p, rng)  # (B, h, T, d_k)
     # 4. the head mask ξ scales each head's output
     masked = heads
     if head_mask is not None:
@@ -140,7 +171,9 @@ def multi_head_attention_backward(dout, cache: MHACache):
             dhead_mask = dhead_mask.sum(axis=0)  # (h,)
         dheads = dmasked * xi.reshape(*xi.shape, 1, 1)
     # step 3 was: scaled dot-product attention
-    dq, dk, dv = scaled_dot_product_attention_backward(dheads, cache.attention)  # (B, h, T|S, d_k)
+    tiled = isinstance(cache.attention, TiledAttentionCache)
+    attention_backward = tiled_attention_backward if tiled else scaled_dot_product_attention_backward
+    dq, dk, dv = attention_backward(dheads, cache.attention)  # (B, h, T|S, d_k)
     # step 2 was: split into heads -> concat the head gradients
     dQ, dK, dV = (split_heads_backward(d, cache.split) for d in (dq, dk, dv))  # (B, T|S, d_model)
     # step 1 was: the three projections

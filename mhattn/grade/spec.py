@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from mhattn.grade import checks_heads as H
 from mhattn.grade import checks_mha as M
 from mhattn.grade import checks_steps as S
+from mhattn.grade import checks_tiled as TL
 
 F = "mhattn.functional."
 MHA_CLASS = "mhattn.nn.attention:MultiHeadAttention"
@@ -81,6 +82,9 @@ EXERCISES = (
              (F + "mha:multi_head_attention_backward", MHA_CLASS), H.visible_ex09, H.hidden_ex09),
     Exercise("ex10_random_removal", "random-removal experiment", 10, ("removal_mask", "expected_loss_change", "removal_curve"),
              (), H.visible_ex10, H.hidden_ex10),
+    Exercise("ex11_online_softmax", "online softmax over key tiles", 10, ("online_attention_forward",),
+             (F + "attention_tiled:tiled_attention_forward", F + "attention:scaled_dot_product_attention_forward",
+              F + "softmax:softmax_forward"), TL.visible_ex11, TL.hidden_ex11),
 )  # fmt: skip
 
 BY_NAME = {ex.name: ex for ex in EXERCISES}

@@ -32,6 +32,9 @@ class MultiHeadAttention:
         dropout: probability of dropping an attention weight when ``training=True``.
         dtype: "float32" or "float64" for every parameter, output and gradient.
         seed: seeds both the initialisation and the dropout generator.
+        attention: "plain" stores the ``(B, h, T, S)`` weights; "tiled" never forms them
+            (:mod:`mhattn.functional.attention_tiled`; needs ``need_weights=False`` and no dropout);
+            "auto" (default) takes the tiled path when it may and ``B*h*T*S >= TILED_MIN_SCORES``.
 
     Attributes:
         params: ``W_q (d_model, d_model)``, ``W_k (kdim, d_model)``, ``W_v (vdim, d_model)``,
@@ -41,10 +44,15 @@ class MultiHeadAttention:
 
     Raises:
         ValueError: ``d_model`` not divisible by ``num_heads``, a non-positive size,
-            ``dropout`` outside [0, 1), or a dtype other than float32/float64.
+            ``dropout`` outside [0, 1), a dtype other than float32/float64, or an unknown ``attention``.
     """
 
-    def __init__(self, d_model, num_heads, kdim=None, vdim=None, bias=True, dropout=0.0, dtype="float32", seed=None):
+    # "auto" goes tiled from this many scores (B*h*T*S) on: below it the plain path is as fast (bench_tiled.py)
+    TILED_MIN_SCORES = 2**22
+
+    def __init__(
+        self, d_model, num_heads, kdim=None, vdim=None, bias=True, dropout=0.0, dtype="float32", seed=None, attention="auto"
+    ):
         self.d_model = _positive_int("d_model", d_model)
         self.num_heads = _positive_int("num_heads", num_heads)
         if self.d_model % self.num_heads:
@@ -60,6 +68,9 @@ class MultiHeadAttention:
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+        if attention not in ("auto", "plain", "tiled"):
+            raise ValueError(f"attention must be 'auto', 'plain' or 'tiled', got {attention!r}")
+        self.attention = attention
         self.d_k = self.d_model // self.num_heads
         self.bias, self.dropout = bool(bias), float(dropout)
         init_seed, dropout_seed = np.random.SeedSequence(seed).spawn(2)
@@ -80,6 +91,7 @@ class MultiHeadAttention:
         average_attn_weights=True,
         head_mask=None,
         training=False,
+        is_causal=False,
     ):
         """Attend from ``query`` to ``key``/``value`` and remember what backward needs.
 
@@ -94,6 +106,8 @@ class MultiHeadAttention:
             average_attn_weights: average the weights over heads.
             head_mask: ``(h,)`` or ``(B, h)`` multipliers ξ on each head's output.
             training: apply dropout to the attention weights.
+            is_causal: also mask key s > query t (on top of ``attn_mask``); the tiled path
+                then skips the tiles above the diagonal.
 
         Returns:
             ``(out, weights)``: ``out`` ``(B, T, d_model)``; ``weights`` ``(B, T, S)``
@@ -104,7 +118,8 @@ class MultiHeadAttention:
 
         Raises:
             TypeError: non-float input, dtype unlike the parameters', NumPy/CuPy mixed.
-            ValueError: wrong rank, trailing dimension, batch size or mask shape.
+            ValueError: wrong rank, trailing dimension, batch size or mask shape; ``attention="tiled"``
+                with ``need_weights=True`` or with dropout in training.
         """
         key = query if key is None else key
         value = key if value is None else value
@@ -112,7 +127,7 @@ class MultiHeadAttention:
         out, weights, self._cache = multi_head_attention_forward(
             query, key, value, self.params, self.num_heads,
             attn_mask=attn_mask, key_padding_mask=key_padding_mask, head_mask=head_mask,
-            dropout_p=p, rng=self.rng,
+            dropout_p=p, rng=self.rng, tiled=self._use_tiled(query, key, need_weights, p), is_causal=is_causal,
         )  # fmt: skip
         if not need_weights:
             return out, None
@@ -120,6 +135,22 @@ class MultiHeadAttention:
         return out, (weights.mean(axis=1) if average_attn_weights else weights.copy())
 
     __call__ = forward
+
+    def _use_tiled(self, query, key, need_weights, dropout_p) -> bool:
+        """Which step-3 path this call takes (see ``attention`` in the class docstring)."""
+        if self.attention == "plain":
+            return False
+        if self.attention == "tiled" and (need_weights or dropout_p > 0):
+            raise ValueError(
+                "attention='tiled' never forms the weights: call with need_weights=False and without dropout "
+                f"(need_weights={need_weights}, dropout={dropout_p})"
+            )
+        if self.attention == "tiled":
+            return True
+        shapes = getattr(query, "shape", ()), getattr(key, "shape", ())
+        if need_weights or dropout_p > 0 or len(shapes[0]) != 3 or len(shapes[1]) != 3:
+            return False  # a bad input is refused by the functional checks
+        return shapes[0][0] * self.num_heads * shapes[0][1] * shapes[1][1] >= self.TILED_MIN_SCORES
 
     def backward(self, dout):
         """Back-propagate ``dout`` ``(B, T, d_model)`` through the last :meth:`forward`.
@@ -173,5 +204,5 @@ class MultiHeadAttention:
     def __repr__(self):
         return (
             f"MultiHeadAttention(d_model={self.d_model}, num_heads={self.num_heads}, kdim={self.kdim}, "
-            f"vdim={self.vdim}, bias={self.bias}, dropout={self.dropout}, dtype='{self.dtype}')"
+            f"vdim={self.vdim}, bias={self.bias}, dropout={self.dropout}, dtype='{self.dtype}', attention='{self.attention}')"
         )

@@ -1,0 +1,294 @@
+"""Step 3, in linear memory: tiled (FlashAttention-style) attention, forward and backward.
+
+The plain path (:mod:`mhattn.functional.attention`) stores the ``(B, h, T, S)``
+weights. Here a block of ``block_q`` queries meets the keys one tile of
+``block_k`` at a time, and only ``(block_q, block_k)`` scores exist at once.
+
+Forward, the online softmax (Milakov & Gimelshein 2018; FlashAttention-2, Dao
+2023, Algorithm 1, lines 8-10). For one query row and key tiles j = 1, 2, ...::
+
+    m_j = max(m_{j-1}, rowmax(S_j))                       running maximum
+    l_j = exp(m_{j-1} - m_j) l_{j-1} + rowsum(exp(S_j - m_j))   running sum, rescaled
+    O_j = exp(m_{j-1} - m_j) O_{j-1} + exp(S_j - m_j) V_j       running output, rescaled
+    O = O_last / l_last,   L = m_last + log(l_last)         (Alg. 1, lines 12-13)
+
+Backward (Dao 2023, Algorithm 2): nothing of size ``(T, S)`` was kept, so each
+tile is recomputed from the per-row log-sum-exp L, with ``D = rowsum(dO * O)``
+(line 5; FlashAttention-2 §3.1.2)::
+
+    P_ij  = exp(S_ij - L_i)                 lines 11-12 (one exp, no max, no sum)
+    dV_j += P_ij^T dO_i                     line 13
+    dP_ij = dO_i V_j^T                      line 14
+    dS_ij = P_ij * (dP_ij - D_i)            line 15
+    dQ_i += dS_ij K_j,  dK_j += dS_ij^T Q_i  lines 16-17 (times 1/sqrt(d_k))
+
+Choice measured on a 2-core CPU (benchmarks/bench_tiled.py, benchmarks/RESULTS.md): on
+NumPy the default is blocks of 256 queries with the whole key row (``block_k = S``). The
+online rescaling then never runs and each block's GEMMs are as large as they can be;
+key tiles of 512-1024 measured no faster. A smaller ``block_k`` runs the true online
+softmax, with the same results (the tests and notebook 09 use it).
+
+Masks and conventions are the plain path's: ``mask`` bool (True = not allowed) or
+float (added), broadcastable to ``(B, h, T, S)``; ``causal=True`` masks key s > query t
+(torch's top-left ``is_causal``) and skips the tiles that lie wholly above the diagonal.
+A query with no allowed key gets output 0, ``L = -inf`` and zero gradients.
+No dropout here: it needs the ``(T, S)`` keep-mask, so it stays on the plain path.
+On NumPy the (batch, head) pairs run on threads (NumPy and BLAS release the GIL),
+with BLAS held to one thread each; on CuPy all pairs go at once, one query block at a time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+from mhattn.backend import broadcasts_to, get_array_module
+from mhattn.functional.checks import check_float_array
+from mhattn.functional.masks import check_mask_kind
+
+
+class TiledAttentionCache(NamedTuple):
+    q: object  # (B, h, T, d_k)
+    k: object  # (B, h, S, d_k)
+    v: object  # (B, h, S, d_v)
+    out: object  # (B, h, T, d_v) the forward's output (for D = rowsum(dO * O))
+    lse: object  # (B, h, T) log-sum-exp of each score row (-inf: no allowed key)
+    mask: object  # broadcast view (B, h, T, S), or None
+    causal: bool
+    scale: float  # 1 / sqrt(d_k)
+    block_q: int
+    block_k: int
+    workers: int
+
+
+def _blocks(xp, q, S, block_q, block_k, workers):
+    """Default tile sizes and thread count for this array module and shape."""
+    N = q.shape[0] * q.shape[1]
+    block_k = S if block_k is None else block_k
+    if xp.__name__ == "numpy":
+        workers = min(os.cpu_count() or 1, N) if workers is None else workers
+        return 256 if block_q is None else block_q, block_k, workers
+    # one GPU launch per op covers every (batch, head): keep a tile near 2**26 elements
+    return max(64, min(q.shape[2], 2**26 // max(1, N * S))) if block_q is None else block_q, block_k, 1
+
+
+def _check(q, k, v, mask):
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        check_float_array(name, a, q.dtype if name != "q" else None)
+        if a.ndim != 4:
+            raise ValueError(f"tiled attention: {name} must be 4-D (B, h, L, d), got shape {a.shape}")
+    if q.shape[-1] != k.shape[-1] or k.shape[:3] != v.shape[:3] or q.shape[:2] != k.shape[:2] or q.shape[-1] == 0:
+        raise ValueError(f"tiled attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit together")
+    scores_shape = (*q.shape[:-1], k.shape[-2])
+    if mask is not None:
+        check_mask_kind("mask", mask)
+        if not broadcasts_to(mask.shape, scores_shape):
+            raise ValueError(f"tiled attention: mask of shape {mask.shape} does not broadcast to the scores {scores_shape}")
+    return get_array_module(q, k, v, mask), scores_shape
+
+
+class _Workspace(NamedTuple):
+    """Tile buffers, made once per work item: fresh 1-4 MiB arrays per tile cost page faults (about 20%)."""
+
+    s: object  # (..., block_q, block_k) scores, then weights P
+    ds: object  # (..., block_q, block_k) dP, then dS
+    kv: object  # (..., block_k, d) a tile's dV or dK contribution
+    extra: tuple = ()  # backward: ([K | 1], [V | 1]), each (..., S, d + 1)
+
+
+def _workspace(xp, q, block_q, block_k, S):
+    """Buffers on NumPy; ``None`` elsewhere (CuPy's memory pool makes fresh arrays cheap already)."""
+    if xp.__name__ != "numpy":
+        return _Workspace(None, None, None)
+    lead, bq, bk = q.shape[:-2], min(block_q, q.shape[-2]), min(block_k, S)
+    return _Workspace(*(xp.empty((*lead, *shape), dtype=q.dtype) for shape in ((bq, bk), (bq, bk), (bk, q.shape[-1]))))
+
+
+def _mm(xp, a, b, buf, rows, cols):
+    """``a @ b``, written into the top-left ``(rows, cols)`` corner of ``buf`` when there is one."""
+    return a @ b if buf is None else xp.matmul(a, b, out=buf[..., :rows, :cols])
+
+
+def _scores(xp, qs, k, mask, causal, q0, q1, k0, k1, out):
+    """One tile of scaled, masked scores ``(..., bq, bk)``, written into ``out``'s top-left corner."""
+    s = _mm(xp, qs, k[..., k0:k1, :].swapaxes(-1, -2), out, q1 - q0, k1 - k0)  # (..., bq, bk)
+    if mask is not None and mask.dtype == bool:
+        xp.copyto(s, -xp.inf, where=mask[..., q0:q1, k0:k1])
+    elif mask is not None:
+        s += mask[..., q0:q1, k0:k1]
+    if causal and k1 - 1 > q0:  # the tile crosses the diagonal: key s > query t is masked
+        xp.copyto(s, -xp.inf, where=xp.arange(k0, k1)[None, :] > xp.arange(q0, q1)[:, None])
+    return s
+
+
+def _key_end(causal, q1, S):
+    """Keys past this index are masked for every query of the block (causal: s <= t < q1)."""
+    return min(S, q1) if causal else S
+
+
+def _forward_block(xp, q, k, v, mask, causal, scale, q0, q1, block_k, ws):
+    """Online softmax of one query block over its key tiles: ``(out, lse)`` of the block."""
+    qs = q[..., q0:q1, :] * scale  # (..., bq, d_k), 1/sqrt(d_k) folded in once
+    m = xp.full((*qs.shape[:-1], 1), -xp.inf, dtype=q.dtype)  # running max (..., bq, 1)
+    l_sum = xp.zeros_like(m)  # running sum l
+    acc = xp.zeros((*qs.shape[:-1], v.shape[-1]), dtype=q.dtype)  # running output (..., bq, d_v)
+    for k0 in range(0, _key_end(causal, q1, k.shape[-2]), block_k):
+        k1 = min(k0 + block_k, _key_end(causal, q1, k.shape[-2]))
+        s = _scores(xp, qs, k, mask, causal, q0, q1, k0, k1, ws.s)  # (..., bq, bk)
+        # 1. new running max; a row with nothing allowed yet uses 0 (exp(-inf - 0) = 0)
+        m_new = xp.maximum(m, s.max(axis=-1, keepdims=True))
+        m_safe = xp.where(m_new == -xp.inf, 0, m_new).astype(q.dtype, copy=False)
+        # 2. this tile's exponentials, in place (Alg. 1, line 9)
+        s -= m_safe
+        p = xp.exp(s, out=s)
+        # 3. rescale what was summed under the old max, then add this tile (Alg. 1, line 10)
+        alpha = xp.exp(m - m_safe)  # (..., bq, 1); 0 on the first tile
+        l_sum = l_sum * alpha + p @ xp.ones((p.shape[-1], 1), dtype=p.dtype)  # row sums as a GEMV (4x np.sum's speed)
+        acc = acc * alpha + p @ v[..., k0:k1, :]  # (..., bq, d_v)
+        m = m_new
+    # 4. normalise; an empty row (l = 0) gives out 0 and lse -inf (Alg. 1, lines 12-13)
+    empty = l_sum == 0
+    l_safe = xp.where(empty, 1, l_sum).astype(q.dtype, copy=False)
+    lse = xp.where(empty, -xp.inf, m + xp.log(l_safe)).astype(q.dtype, copy=False)
+    return acc / l_safe, lse[..., 0]
+
+
+def _with_column(xp, a, column):
+    """``[a | column]``: ``(..., n, d)`` and ``(..., n, 1)`` -> ``(..., n, d + 1)``."""
+    return xp.concatenate([a, xp.broadcast_to(column, (*a.shape[:-1], 1)).astype(a.dtype, copy=False)], axis=-1)
+
+
+def _backward_block(xp, c, dout, D, lse_b, grads, idx, q0, q1, ws):
+    """Algorithm 2's inner loop for one query block of one (batch, head) item ``idx``.
+
+    ``- L_i`` and ``- D_i`` ride along in the GEMMs as one extra column
+    (``[Q_i | -L_i] [K_j | 1]^T = Q_i K_j^T - L_i``): two fewer passes over each tile.
+    """
+    (dq, dk, dv), (k_one, v_one) = grads, ws.extra
+    q, k = c.q[idx], c.k[idx]  # (..., T|S, d)
+    mask = None if c.mask is None else c.mask[idx]
+    qs = q[..., q0:q1, :] * c.scale  # (..., bq, d_k)
+    do = dout[idx][..., q0:q1, :]  # (..., bq, d_v)
+    qs_l = _with_column(xp, qs, -lse_b[idx][..., q0:q1, None])  # (..., bq, d_k + 1) = [Q_i | -L_i]
+    do_d = _with_column(xp, do, -D[idx][..., q0:q1, None])  # (..., bq, d_v + 1) = [dO_i | -D_i]
+    dq_acc = 0  # (..., bq, d_k) after the first tile
+    for k0 in range(0, _key_end(c.causal, q1, k.shape[-2]), c.block_k):
+        k1 = min(k0 + c.block_k, _key_end(c.causal, q1, k.shape[-2]))
+        # lines 11-12: recompute the tile's weights from the saved log-sum-exp: P = exp(S - L)
+        s = _scores(xp, qs_l, k_one, mask, c.causal, q0, q1, k0, k1, ws.s)  # (..., bq, bk)
+        p = xp.exp(s, out=s)
+        # line 13: dV_j += P^T dO_i
+        dv[idx][..., k0:k1, :] += _mm(xp, p.swapaxes(-1, -2), do, ws.kv, k1 - k0, do.shape[-1])  # (..., bk, d_v)
+        # lines 14-15: dS = P * (dO V^T - D)
+        ds = _mm(xp, do_d, v_one[..., k0:k1, :].swapaxes(-1, -2), ws.ds, q1 - q0, k1 - k0)  # (..., bq, bk)
+        ds *= p
+        # lines 16-17: dQ_i += dS K_j; dK_j += dS^T (Q_i / sqrt(d_k))
+        dq_acc = dq_acc + ds @ k[..., k0:k1, :]  # (..., bq, d_k)
+        dk[idx][..., k0:k1, :] += _mm(xp, ds.swapaxes(-1, -2), qs, ws.kv, k1 - k0, qs.shape[-1])  # (..., bk, d_k)
+    dq[idx][..., q0:q1, :] = dq_acc * c.scale
+
+
+def _run(xp, workers, job, items):
+    """``job(item)`` for every item: on threads for NumPy (BLAS at one thread each), in turn otherwise."""
+    if workers == 1 or len(items) == 1:
+        for it in items:
+            job(it)
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # BLAS may then oversubscribe the cores; results are the same
+        threadpool_limits = None
+    limits = threadpool_limits(1, user_api="blas") if threadpool_limits else None
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(job, items))  # list(): re-raises a worker's exception here
+    finally:
+        if limits is not None:
+            limits.restore_original_limits()
+
+
+def _items(xp, q):
+    """Work items: one (b, head) pair each on NumPy; everything at once elsewhere."""
+    B, h = q.shape[:2]
+    if xp.__name__ == "numpy":
+        return [(b, i) for b in range(B) for i in range(h)]
+    return [(slice(None), slice(None))]
+
+
+def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, block_k=None, workers=None):
+    """Scaled dot-product attention without storing the ``(B, h, T, S)`` weights.
+
+    Args:
+        q: ``(B, h, T, d_k)`` float32/float64 queries; k: ``(B, h, S, d_k)``; v: ``(B, h, S, d_v)``, same dtype.
+        mask: bool (True = not allowed) or float (added), broadcastable to ``(B, h, T, S)``; or ``None``.
+        causal: also mask key s > query t (fully masked tiles are skipped).
+        block_q: queries per block (default 128 on NumPy; sized to about 2**26 scores per tile on CuPy).
+        block_k: keys per tile (default S: full rows; smaller runs the online softmax across tiles).
+        workers: threads on NumPy (default: the CPU count, at most B*h); ignored on CuPy.
+
+    Returns:
+        ``(out, lse, cache)``: ``out`` ``(B, h, T, d_v)`` equal to the plain path's;
+        ``lse`` ``(B, h, T)``, ``log sum_s exp(score_ts)`` (``-inf`` where no key is allowed).
+
+    Raises:
+        TypeError: non-float or mixed-dtype q, k, v; a mask neither bool nor float.
+        ValueError: shapes that do not fit, a mask that does not broadcast, a non-positive block size.
+
+    Source: Dao 2023 (FlashAttention-2), Algorithm 1; Vaswani et al. 2017, eq. (1).
+    """
+    xp, scores_shape = _check(q, k, v, mask)
+    block_q, block_k, workers = _blocks(xp, q, k.shape[-2], block_q, block_k, workers)
+    if min(block_q, block_k, workers) < 1:
+        raise ValueError(f"tiled attention: block_q={block_q}, block_k={block_k}, workers={workers} must be positive")
+    mask = None if mask is None else xp.broadcast_to(mask, scores_shape)  # a view: no memory
+    # each head's rows contiguous: GEMMs on strided (B, h, T, d_k) views of (B, T, d_model) run ~30% slower
+    q, k, v = (xp.ascontiguousarray(a) for a in (q, k, v))  # (B, h, L, d), O(L d) each
+    scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
+    out = xp.empty((*q.shape[:-1], v.shape[-1]), dtype=q.dtype)  # (B, h, T, d_v)
+    lse = xp.empty(q.shape[:-1], dtype=q.dtype)  # (B, h, T)
+
+    def job(idx):
+        m = None if mask is None else mask[idx]
+        ws = _workspace(xp, q[idx], block_q, block_k, k.shape[2])
+        for q0 in range(0, q.shape[2], block_q):
+            q1 = min(q0 + block_q, q.shape[2])
+            out[idx][..., q0:q1, :], lse[idx][..., q0:q1] = _forward_block(
+                xp, q[idx], k[idx], v[idx], m, causal, scale, q0, q1, block_k, ws
+            )
+
+    _run(xp, workers, job, _items(xp, q))
+    return out, lse, TiledAttentionCache(q, k, v, out, lse, mask, bool(causal), scale, block_q, block_k, workers)
+
+
+def tiled_attention_backward(dout, cache: TiledAttentionCache):
+    """Gradients of :func:`tiled_attention_forward`, tiles recomputed from the log-sum-exp.
+
+    Args:
+        dout: ``(B, h, T, d_v)`` upstream gradient.
+
+    Returns:
+        ``(dq, dk, dv)`` with the shapes of ``q``, ``k``, ``v``; zero for masked pairs.
+
+    Source: Dao 2023 (FlashAttention-2), Algorithm 2, lines 5 and 11-17.
+    """
+    c = cache
+    xp = get_array_module(dout, c.q)
+    # line 5: D_i = rowsum(dO_i * O_i) (= rowsum(dP * P), without P)
+    dout = xp.ascontiguousarray(dout)  # (B, h, T, d_v)
+    D = (dout * c.out).sum(axis=-1)  # (B, h, T)
+    lse_b = xp.where(c.lse == -xp.inf, xp.inf, c.lse).astype(c.lse.dtype, copy=False)  # empty rows: P = exp(-inf) = 0
+    dq = xp.empty_like(c.q)
+    dk, dv = xp.zeros(c.k.shape, dtype=c.q.dtype), xp.zeros(c.v.shape, dtype=c.q.dtype)
+    T = c.q.shape[2]
+
+    def job(idx):
+        ws = _workspace(xp, c.q[idx], c.block_q, c.block_k, c.k.shape[2])
+        extra = tuple(_with_column(xp, a[idx], 1.0) for a in (c.k, c.v))  # [K | 1], [V | 1]: (..., S, d + 1)
+        ws = ws._replace(extra=extra)
+        for q0 in range(0, T, c.block_q):
+            _backward_block(xp, c, dout, D, lse_b, (dq, dk, dv), idx, q0, min(q0 + c.block_q, T), ws)
+
+    _run(xp, c.workers, job, _items(xp, c.q))
+    return dq, dk, dv

@@ -1,0 +1,232 @@
+"""Tiled (FlashAttention-style) attention: the same numbers as the plain path, in linear memory.
+
+Each claim: outputs and gradients equal the plain path's (float64 to 1e-10, float32 to
+1e-5 relative) under every mask kind and tile size; the log-sum-exp is the row's; the
+backward passes a centred-difference check; causal tiles above the diagonal are never
+computed; MultiHeadAttention's switch picks the path and matches torch.
+"""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+from torch_cases import CASES, build_case, run_torch
+
+import mhattn
+from mhattn.functional import attention_tiled as tiled_mod
+from mhattn.functional.attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
+from mhattn.functional.attention_tiled import tiled_attention_backward, tiled_attention_forward
+from mhattn.gradcheck import check_backward, rel_error
+from mhattn.nn.torch_io import params_to_torch
+
+B, h, T, S, D = 2, 3, 13, 11, 4
+
+
+def _inputs(xp, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(shape).astype(dtype) for shape in ((B, h, T, D), (B, h, S, D), (B, h, S, D), (B, h, T, D))]
+    return [xp.asarray(a) for a in arrays]
+
+
+def _mask(kind, xp, dtype):
+    rng = np.random.default_rng(1)
+    if kind == "bool":
+        m = rng.random((B, 1, T, S)) < 0.4
+        m[0, 0, 2, :] = True  # query 2 of batch 0 sees no key at all
+        return xp.asarray(m)
+    if kind == "float":
+        return xp.asarray(np.where(rng.random((T, S)) < 0.2, -np.inf, rng.standard_normal((T, S))).astype(dtype))
+    return None
+
+
+def _plain_mask(mask, causal, xp):
+    if not causal:
+        return mask
+    c = mhattn.causal_mask(T, S, xp)
+    return c if mask is None else (mask | c if mask.dtype == bool else mask + xp.where(c, -xp.inf, 0.0).astype(mask.dtype))
+
+
+@pytest.mark.parametrize("dtype, tol", [("float64", 1e-10), ("float32", 1e-5)])
+@pytest.mark.parametrize("kind, causal", [(None, False), ("bool", False), ("float", False), (None, True), ("bool", True)])
+@pytest.mark.parametrize("blocks", [(None, None), (4, 3), (5, 64)])
+def test_same_output_and_gradients_as_the_plain_path(backend, dtype, tol, kind, causal, blocks):
+    xp = backend
+    q, k, v, dout = _inputs(xp, dtype)
+    mask = _mask(kind, xp, dtype)
+    out, _, cache = scaled_dot_product_attention_forward(q, k, v, _plain_mask(mask, causal, xp))
+    grads = scaled_dot_product_attention_backward(dout, cache)
+    out_t, lse, cache_t = tiled_attention_forward(q, k, v, mask, causal=causal, block_q=blocks[0], block_k=blocks[1])
+    grads_t = tiled_attention_backward(dout, cache_t)
+    for name, a, b in zip(("out", "dq", "dk", "dv"), (out, *grads), (out_t, *grads_t), strict=True):
+        assert b.dtype == a.dtype and b.shape == a.shape, name
+        assert rel_error(a, b) <= tol, f"{name}: {rel_error(a, b):.2e}"
+        assert bool(xp.isfinite(b).all()), name
+
+
+def test_a_query_with_no_allowed_key_gives_zero_output_lse_minus_inf_and_zero_gradients():
+    q, k, v, dout = _inputs(np, "float64")
+    mask = _mask("bool", np, "float64")
+    out, lse, cache = tiled_attention_forward(q, k, v, mask, block_k=4)
+    dq, dk, dv = tiled_attention_backward(dout, cache)
+    assert np.all(out[0, :, 2] == 0) and np.all(lse[0, :, 2] == -np.inf)
+    assert np.all(dq[0, :, 2] == 0)
+    assert np.isfinite(lse[1]).all() and np.abs(out[1]).sum() > 0
+
+
+def test_lse_is_the_log_sum_exp_of_each_score_row():
+    q, k, v, _ = _inputs(np, "float64")
+    scores = q @ k.swapaxes(-1, -2) / np.sqrt(D)  # (B, h, T, S)
+    _, lse, _ = tiled_attention_forward(q, k, v, block_k=3)
+    np.testing.assert_allclose(lse, np.log(np.exp(scores).sum(-1)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind, causal", [(None, False), ("bool", True), ("float", False)])
+def test_backward_passes_the_gradient_check(kind, causal):
+    q, k, v, _ = _inputs(np, "float64")
+    q, k, v = q[:1, :2, :5], k[:1, :2, :4], v[:1, :2, :4]
+    mask = _mask(kind, np, "float64")
+    mask = None if mask is None else mask[..., :5, :4][-1:]  # (1, 1|, 5, 4) or (5, 4)
+
+    def fwd(q, k, v):
+        return tiled_attention_forward(q, k, v, mask, causal=causal, block_q=2, block_k=3)
+
+    assert max(check_backward(fwd, tiled_attention_backward, [q, k, v])) < 1e-7
+
+
+def test_causal_skips_the_tiles_above_the_diagonal(monkeypatch):
+    calls = []
+    real = tiled_mod._scores
+
+    def counting(*args):
+        calls.append(args[5:9])  # (q0, q1, k0, k1)
+        return real(*args)
+
+    monkeypatch.setattr(tiled_mod, "_scores", counting)
+    x = np.random.default_rng(0).standard_normal((1, 1, 8, 4))
+    out, _, cache = tiled_attention_forward(x, x, x, causal=True, block_q=2, block_k=2)
+    assert len(calls) == 1 + 2 + 3 + 4  # of the 16 tiles only those on or below the diagonal
+    assert all(k0 < q1 for _, q1, k0, _ in calls)
+    calls.clear()
+    tiled_attention_backward(x, cache)
+    assert len(calls) == 10
+
+
+def test_threads_and_one_worker_agree_exactly():
+    q, k, v, dout = _inputs(np, "float32")
+    one = tiled_attention_forward(q, k, v, workers=1, block_q=4)
+    two = tiled_attention_forward(q, k, v, workers=2, block_q=4)
+    np.testing.assert_array_equal(one[0], two[0])
+    for a, b in zip(tiled_attention_backward(dout, one[2]), tiled_attention_backward(dout, two[2]), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_inputs_are_not_modified():
+    q, k, v, dout = _inputs(np, "float64")
+    copies = [a.copy() for a in (q, k, v, dout)]
+    _, _, cache = tiled_attention_forward(q, k, v, block_k=4)
+    tiled_attention_backward(dout, cache)
+    for a, c in zip((q, k, v, dout), copies, strict=True):
+        np.testing.assert_array_equal(a, c)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, err, match",
+    [
+        ((np.ones((2, 3, 4)),) * 3, {}, ValueError, "4-D"),
+        ((np.ones((1, 1, 3, 4)), np.ones((1, 1, 5, 4)), np.ones((1, 1, 6, 4))), {}, ValueError, "do not fit"),
+        ((np.ones((1, 1, 3, 4)),) * 3, {"mask": np.ones((4, 4), bool)}, ValueError, "does not broadcast"),
+        ((np.ones((1, 1, 3, 4)),) * 3, {"mask": np.ones((3, 3), int)}, TypeError, "bool"),
+        ((np.ones((1, 1, 3, 4)),) * 3, {"block_q": 0}, ValueError, "block_q=0"),
+        ((np.ones((1, 1, 3, 4)), np.ones((1, 1, 3, 4), np.float32), np.ones((1, 1, 3, 4))), {}, TypeError, "dtype"),
+    ],
+)
+def test_bad_input_is_refused_with_a_clear_message(args, kwargs, err, match):
+    with pytest.raises(err, match=match):
+        tiled_attention_forward(*args, **kwargs)
+
+
+def _mha_pair(dtype, **kw):
+    plain = mhattn.MultiHeadAttention(16, 4, dtype=dtype, seed=3, attention="plain", **kw)
+    tiled = mhattn.MultiHeadAttention(16, 4, dtype=dtype, seed=3, attention="tiled", **kw)
+    return plain, tiled
+
+
+@pytest.mark.parametrize("dtype, tol", [("float64", 1e-10), ("float32", 1e-5)])
+def test_multi_head_attention_switch_gives_the_plain_numbers(backend, dtype, tol):
+    rng = np.random.default_rng(2)
+    x, dout = (mhattn.asarray(rng.standard_normal((2, 9, 16)).astype(dtype)) for _ in range(2))
+    pad = np.zeros((2, 9), bool)
+    pad[1, -3:] = True
+    kw = dict(key_padding_mask=mhattn.asarray(pad), need_weights=False, is_causal=True)
+    results = []
+    for mod in _mha_pair(dtype):
+        out, w = mod.forward(x, **kw)
+        # b_k's true gradient is 0 (softmax ignores a shift shared by a row): only rounding noise there
+        results.append((out, *mod.backward(dout), *(mod.grads[n] for n in sorted(mod.grads) if n != "b_k")))
+        assert w is None
+    for a, b in zip(*results, strict=True):
+        assert rel_error(a, b) <= tol
+
+
+def test_auto_goes_tiled_only_for_large_scores_without_weights_or_dropout():
+    mod = mhattn.MultiHeadAttention(8, 2, dropout=0.1, seed=0)
+    small, large = np.zeros((1, 4, 8), np.float32), np.zeros((1, 1024, 8), np.float32)
+    assert mod.TILED_MIN_SCORES == 2**22 and 2 * 1024 * 1024 < 2**22 <= 2 * 1024 * 2048
+    assert not mod._use_tiled(small, small, False, 0.0)
+    big = np.zeros((1, 2048, 8), np.float32)
+    assert mod._use_tiled(big, big, False, 0.0)
+    assert not mod._use_tiled(big, big, True, 0.0) and not mod._use_tiled(big, big, False, 0.1)
+    assert not mod._use_tiled(large, large, False, 0.0)
+
+
+def test_tiled_refuses_weights_dropout_and_unknown_names():
+    x = np.zeros((1, 3, 8))
+    mod = mhattn.MultiHeadAttention(8, 2, dtype="float64", dropout=0.5, attention="tiled")
+    with pytest.raises(ValueError, match="need_weights=False"):
+        mod.forward(x)
+    with pytest.raises(ValueError, match="need_weights=False"):
+        mod.forward(x, need_weights=False, training=True)
+    assert mod.forward(x, need_weights=False)[1] is None
+    with pytest.raises(ValueError, match="'auto', 'plain' or 'tiled'"):
+        mhattn.MultiHeadAttention(8, 2, attention="flash")
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", ["self_f64", "cross_f64", "bool_mask_f64", "float_mask_f64", "padding_f64", "self_f32"])
+def test_tiled_against_torch(name):
+    pytest.importorskip("torch")
+    case = build_case(name, seed=11)
+    ref = run_torch(name, case)
+    d_model, num_heads, kdim, vdim, bias, dtype, self_attn, _ = CASES[name]
+    mod = mhattn.MultiHeadAttention(d_model, num_heads, kdim=kdim, vdim=vdim, bias=bias, dtype=dtype, attention="tiled")
+    mod.load_torch_state_dict({k[6:]: v for k, v in case.items() if k.startswith("state/")})
+    masks = {m: case[m] for m in ("attn_mask", "key_padding_mask") if m in case}
+    out, _ = mod.forward(case["query"], case.get("key"), case.get("value"), need_weights=False, **masks)
+    dq, dk, dv = mod.backward(case["dout"])
+    ours = {"out": out, "dquery": dq + dk + dv if self_attn else dq}
+    ours.update({f"grad/{n}": g for n, g in params_to_torch(mod.grads, d_model, mod.kdim, mod.vdim).items()})
+    tol = 1e-10 if dtype == "float64" else 1e-5
+    for key, value in ours.items():
+        assert rel_error(value, ref[key]) <= tol, f"{name}/{key}: {rel_error(value, ref[key]):.2e}"
+
+
+class _DeviceLike(types.ModuleType):
+    """NumPy under another name: drives the CuPy branch (all heads at once, no buffers) on the host."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+@pytest.mark.parametrize("kind, causal", [(None, False), ("bool", True), ("float", False)])
+def test_the_device_branch_gives_the_same_numbers(monkeypatch, kind, causal):
+    q, k, v, dout = _inputs(np, "float64")
+    mask = _mask(kind, np, "float64")
+    out, lse, cache = tiled_attention_forward(q, k, v, mask, causal=causal)
+    grads = tiled_attention_backward(dout, cache)
+    monkeypatch.setattr(tiled_mod, "get_array_module", lambda *a: _DeviceLike("cupy"))
+    out_d, lse_d, cache_d = tiled_attention_forward(q, k, v, mask, causal=causal, block_k=4)
+    assert cache_d.workers == 1 and cache_d.block_q >= 64
+    for a, b in zip((out, lse, *grads), (out_d, lse_d, *tiled_attention_backward(dout, cache_d)), strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
