@@ -27,7 +27,7 @@ def test_default_is_numpy_and_switching_restores():
     with mhattn.use_backend("numpy"):
         assert mhattn.get_backend() == "numpy"
         assert isinstance(mhattn.asarray([1.0, 2.0]), np.ndarray)
-        assert backend.xp() is np
+        assert backend.current_array_module() is np
 
 
 def test_unknown_backend():

@@ -4,11 +4,15 @@
 ``(T, S)``, torch's ``(B*h, T, S)``, ``(1, T, S)``, or a 4-D shape broadcastable to
 ``(B, h, T, S)`` (other 3-D shapes are refused: ``(h, T, S)`` and ``(B, T, S)`` look alike).
 ``key_padding_mask``: ``(B, S)``, bool True = padding, or float (added). See :mod:`mhattn.functional.attention` for a picture.
+
+Float masks are combined and cast without overflow: a sum or a cast that leaves the
+dtype's finite range becomes ``-inf`` (or ``+inf``) explicitly, as IEEE overflow would,
+but without the ``RuntimeWarning`` ("overflow in add", "overflow in cast").
 """
 
 from __future__ import annotations
 
-from mhattn.backend import broadcasts_to, get_array_module, is_array
+from mhattn.backend import broadcasts_to, current_array_module, get_array_module, is_array
 
 
 def causal_mask(T: int, S: int | None = None, xp=None):
@@ -21,14 +25,12 @@ def causal_mask(T: int, S: int | None = None, xp=None):
     Raises:
         ValueError: ``T`` or ``S`` is not a positive integer.
     """
-    from mhattn.backend import xp as current
-
     S = T if S is None else S
     for name, n in (("T", T), ("S", S)):
         if isinstance(n, bool) or not hasattr(n, "__index__") or n < 1:
             raise ValueError(f"causal_mask: {name} must be a positive int, got {n!r}")
     T, S = int(T), int(S)
-    xp = xp or current()
+    xp = xp or current_array_module()
     return xp.triu(xp.ones((T, S), dtype=bool), k=1)  # (T, S)
 
 
@@ -47,20 +49,60 @@ def check_mask_kind(name, m):
         raise ValueError(f"{name} holds NaN or +inf; use -inf (or a bool mask) for positions that are not allowed")
 
 
+def cast_mask(m, dtype):
+    """Float mask ``m`` in ``dtype``; entries beyond ``dtype``'s finite range become ``∓inf`` (no overflow warning).
+
+    A bool mask becomes ``-inf`` where True and 0 elsewhere.
+    """
+    xp = get_array_module(m)
+    if m.dtype == bool:
+        return xp.where(m, -xp.inf, 0.0).astype(dtype)
+    fi = xp.finfo(dtype)
+    if m.dtype.itemsize * 8 <= fi.bits:
+        return m.astype(dtype, copy=False)
+    inside = xp.clip(m, float(fi.min), float(fi.max)).astype(dtype)  # in range: the cast cannot overflow
+    return xp.where(m < fi.min, -xp.inf, xp.where(m > fi.max, xp.inf, inside)).astype(dtype, copy=False)
+
+
+def add_masks(a, b):
+    """``a + b`` for two float masks of one dtype; a sum beyond the finite range is ``∓inf``, without overflow.
+
+    Where the exact sum falls below ``finfo.min`` (two ``finfo.min`` entries, say), the
+    result is ``-inf``, as IEEE overflow gives, but no "overflow in add" is raised:
+    the test ``a < finfo.min - min(b, 0)`` cannot itself overflow.
+    """
+    xp = get_array_module(a, b)
+    fi = xp.finfo(a.dtype)
+    low = a < fi.min - xp.minimum(b, 0)  # the sum would fall below the range
+    high = a > fi.max - xp.maximum(b, 0)  # ... or above it
+    out = xp.where(low | high, 0, a) + b  # in range wherever it is kept
+    return xp.where(low, -xp.inf, xp.where(high, xp.inf, out)).astype(a.dtype, copy=False)
+
+
+def dead_keys(mask):
+    """Bool ``(..., S)``: the keys that ``mask`` (broadcastable to ``(..., T, S)``) hides from every query.
+
+    Bool entries True and float entries ``-inf`` count as hidden.
+    """
+    xp = get_array_module(mask)
+    hidden = mask if mask.dtype == bool else mask == -xp.inf  # (..., T, S)
+    return hidden if hidden.ndim < 2 else hidden.all(axis=-2)  # (..., S)
+
+
 def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dtype):
     """One mask broadcastable to ``(B, h, T, S)`` from ``attn_mask`` and ``key_padding_mask``.
 
     Two bool masks are OR-ed (stays bool: masked scores are replaced). If either
-    is float, the result is float: bool entries become ``-inf`` (weight exactly 0).
+    is float, the result is float: bool entries become ``-inf`` (weight exactly 0),
+    and the sum is taken without overflow (:func:`add_masks`).
 
     Returns:
         ``None``, or a bool/``dtype`` array broadcastable to ``(B, h, T, S)``.
 
     Raises:
         TypeError: a mask is neither bool nor float.
-        ValueError: a mask's shape does not fit ``(B, h, T, S)`` / ``(B, S)``.
+        ValueError: a mask's shape does not fit ``(B, h, T, S)`` / ``(B, S)``, or a float mask holds NaN or +inf.
     """
-    xp = get_array_module(attn_mask, key_padding_mask)
     masks = []
     if attn_mask is not None:
         check_mask_kind("attn_mask", attn_mask)
@@ -78,11 +120,9 @@ def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dty
         if key_padding_mask.shape != (B, S):
             raise ValueError(f"key_padding_mask has shape {key_padding_mask.shape}; expected (B, S)=({B}, {S})")
         masks.append(key_padding_mask.reshape(B, 1, 1, S))
-    if not masks:
-        return None
-    if all(m.dtype == bool for m in masks):
-        return masks[0] if len(masks) == 1 else masks[0] | masks[1]
-    out = 0
-    for m in masks:
-        out = out + (xp.where(m, -xp.inf, 0.0) if m.dtype == bool else m).astype(dtype, copy=False)
-    return out
+    get_array_module(*masks)
+    if len(masks) < 2:
+        return masks[0] if masks and masks[0].dtype == bool else (cast_mask(masks[0], dtype) if masks else None)
+    if masks[0].dtype == bool and masks[1].dtype == bool:
+        return masks[0] | masks[1]
+    return add_masks(cast_mask(masks[0], dtype), cast_mask(masks[1], dtype))

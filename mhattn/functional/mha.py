@@ -22,12 +22,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from mhattn.backend import get_array_module
-from mhattn.functional.attention import (
-    AttentionCache,
-    scaled_dot_product_attention_backward,
-    scaled_dot_product_attention_forward,
-)
-from mhattn.functional.checks import check_mha_inputs
+from mhattn.backend import read_only
+from mhattn.functional.attention import AttentionCache, attend, scaled_dot_product_attention_backward
+from mhattn.functional.checks import check_dropout, check_mha_inputs
 from mhattn.functional.heads import (
     HeadsCache,
     combine_heads_backward,
@@ -36,7 +33,7 @@ from mhattn.functional.heads import (
     split_heads_forward,
 )
 from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
-from mhattn.functional.masks import merge_masks
+from mhattn.functional.masks import dead_keys, merge_masks
 
 PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
 
@@ -68,6 +65,14 @@ def _project_qkv(query, key, value, params):
     return (Q, K, V), caches
 
 
+def _zero_dead_keys(key, value, mask, bhs):
+    """``key``/``value`` with the positions hidden from every head and query set to 0 (fresh arrays)."""
+    xp = get_array_module(key)
+    dead = xp.broadcast_to(dead_keys(mask), bhs).all(axis=1)[..., None]  # (B, S, 1)
+    zeroed_key = xp.where(dead, 0, key)  # (B, S, kdim)
+    return zeroed_key, (zeroed_key if value is key else xp.where(dead, 0, value))  # (B, S, vdim)
+
+
 def multi_head_attention_forward(
     query, key, value, params, num_heads, *, attn_mask=None, key_padding_mask=None, head_mask=None, dropout_p=0.0, rng=None
 ):
@@ -86,15 +91,24 @@ def multi_head_attention_forward(
 
     Returns:
         ``(out, weights, cache)``: ``out`` ``(B, T, d_model)``; ``weights``
-        ``(B, h, T, S)`` per head, before dropout.
+        ``(B, h, T, S)`` per head, before dropout, read-only (a view of the cached
+        weights on NumPy, a copy on CuPy).
+
+    A key position that the masks hide from every query of every head has no influence
+    on the output or any gradient, whatever ``key`` and ``value`` hold there (NaN, inf),
+    when ``key`` is a separate array. In self-attention that position is also a query,
+    so its own output row (and, through it, the weight gradients) still sees what it holds.
 
     Raises:
-        TypeError, ValueError: see :func:`mhattn.functional.checks.check_mha_inputs`
-        and :func:`mhattn.functional.masks.merge_masks`.
+        TypeError, ValueError: see :func:`mhattn.functional.checks.check_mha_inputs`,
+        :func:`mhattn.functional.checks.check_dropout` and :func:`mhattn.functional.masks.merge_masks`.
     """
     check_mha_inputs(query, key, value, params, num_heads, head_mask)
+    check_dropout(dropout_p, rng)
     B, T, S = query.shape[0], query.shape[1], key.shape[1]
     mask = merge_masks(attn_mask, key_padding_mask, B, num_heads, T, S, query.dtype)
+    if mask is not None and key is not query:
+        key, value = _zero_dead_keys(key, value, mask, (B, num_heads, S))
     # 1. the three projections
     (Q, K, V), proj = _project_qkv(query, key, value, params)  # (B, T|S, d_model)
     # 2. split d_model into h heads of d_k
@@ -102,7 +116,7 @@ def multi_head_attention_forward(
     k, _ = split_heads_forward(K, num_heads)  # (B, h, S, d_k)
     v, _ = split_heads_forward(V, num_heads)  # (B, h, S, d_k)
     # 3. scaled dot-product attention in every head at once
-    heads, weights, att = scaled_dot_product_attention_forward(q, k, v, mask, dropout_p, rng)  # (B, h, T, d_k)
+    heads, weights, att = attend(q, k, v, mask, dropout_p, rng)  # (B, h, T, d_k)
     # 4. the head mask ξ scales each head's output
     masked = heads
     if head_mask is not None:
@@ -111,7 +125,7 @@ def multi_head_attention_forward(
     concat, _ = combine_heads_forward(masked)  # (B, T, d_model)
     # 6. output projection
     out, out_proj = linear_forward(concat, params["W_o"], params.get("b_o"))  # (B, T, d_model)
-    return out, weights, MHACache(proj, split, att, heads, head_mask, out_proj)
+    return out, read_only(weights), MHACache(proj, split, att, heads, head_mask, out_proj)
 
 
 def multi_head_attention_backward(dout, cache: MHACache):
