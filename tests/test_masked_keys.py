@@ -85,7 +85,9 @@ def test_two_float32_masks_of_finfo_min_add_without_overflow(backend):
     np.testing.assert_array_equal(merged, expected)
     mod = MultiHeadAttention(8, 2, seed=0)
     x = mhattn.asarray(np.ones((2, 3, 8), np.float32))
-    out, _ = mod(x, mhattn.asarray(np.ones((2, 4, 8), np.float32)), attn_mask=mhattn.asarray(attn), key_padding_mask=mhattn.asarray(pad))
+    out, _ = mod(
+        x, mhattn.asarray(np.ones((2, 4, 8), np.float32)), attn_mask=mhattn.asarray(attn), key_padding_mask=mhattn.asarray(pad)
+    )
     assert np.isfinite(np_(out)).all()
 
 

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import get_array_module
-from mhattn.backend import read_only
+from mhattn.backend import get_array_module, read_only
 from mhattn.functional.attention import AttentionCache, attend, scaled_dot_product_attention_backward
 from mhattn.functional.checks import check_dropout, check_mha_inputs
 from mhattn.functional.heads import (
