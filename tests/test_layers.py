@@ -1,4 +1,4 @@
-"""Gradient checks (float64, centred differences) for every layer added in issue 4, and their textbook claims."""
+"""Gradient checks (float64, centred differences) for every Transformer layer, and their textbook claims."""
 
 from __future__ import annotations
 
