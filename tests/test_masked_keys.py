@@ -40,8 +40,9 @@ def test_key_hidden_from_every_query_has_no_influence(backend, mask_kind, garbag
     np.testing.assert_array_equal(np_(dv), [[[[2.0, 2.0], [0.0, 0.0]]]])
 
 
+@pytest.mark.usefixtures("backend")
 @pytest.mark.parametrize("garbage", [np.nan, np.inf])
-def test_padding_key_holding_garbage_changes_nothing_in_multi_head_attention(backend, rng, garbage):
+def test_padding_key_holding_garbage_changes_nothing_in_multi_head_attention(rng, garbage):
     """Cross-attention: NaN/inf at a padding key gives bit-identical outputs and gradients."""
     mod = MultiHeadAttention(8, 2, dtype="float64", seed=0)
     q, kv, dout = rng.standard_normal((2, 3, 8)), rng.standard_normal((2, 5, 8)), rng.standard_normal((2, 3, 8))
@@ -71,7 +72,8 @@ def test_key_hidden_from_some_queries_only_still_needs_finite_values(rng):
     np.testing.assert_array_equal(a[..., 0, :], b[..., 0, :])  # query 0 does not see key 1's value at all
 
 
-def test_two_float32_masks_of_finfo_min_add_without_overflow(backend):
+@pytest.mark.usefixtures("backend")
+def test_two_float32_masks_of_finfo_min_add_without_overflow():
     lo = np.finfo(np.float32).min
     attn = np.zeros((3, 4), np.float32)
     attn[1] = lo
@@ -91,7 +93,8 @@ def test_two_float32_masks_of_finfo_min_add_without_overflow(backend):
     assert np.isfinite(np_(out)).all()
 
 
-def test_float16_attention_with_a_finfo_min_row_does_not_overflow(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_float16_attention_with_a_finfo_min_row_does_not_overflow(rng):
     q = mhattn.asarray(rng.standard_normal((1, 1, 3, 4)).astype(np.float16))
     wide = np.zeros((3, 3), np.float32)
     wide[1] = np.finfo(np.float32).min  # below float16's range: the cast gives -inf, without a warning
