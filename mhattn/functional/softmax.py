@@ -2,7 +2,7 @@
 
 Vaswani et al. 2017, eq. (1): ``softmax(Q K^T / sqrt(d_k))``. Stable: the row
 maximum is subtracted first, so ``exp`` never overflows. A masked entry is
-*replaced* (its weight is exactly 0, so it has no influence at all). A row
+*replaced* (its weight is exactly 0, bit for bit). A row
 with no allowed entry gets all-zero weights and zero gradients, where torch's
 eager path gives NaN (pytorch/pytorch#41508).
 """
