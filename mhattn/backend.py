@@ -116,6 +116,15 @@ def read_only(a):
     return view
 
 
+def broadcast_shape(*shapes) -> tuple:
+    """The shape that arrays of ``shapes`` broadcast to together (shape arithmetic, no device).
+
+    Raises:
+        ValueError: the shapes do not broadcast together.
+    """
+    return tuple(np.broadcast_shapes(*shapes))
+
+
 def broadcasts_to(shape, target) -> bool:
     """Whether an array of ``shape`` broadcasts to exactly ``target`` (shape arithmetic, no device)."""
     try:

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from mhattn.backend import broadcasts_to, get_array_module, read_only
 from mhattn.functional.checks import check_attention_inputs, check_dropout
-from mhattn.functional.masks import add_masks, cast_mask, check_mask_kind, dead_keys
+from mhattn.functional.masks import add_mask, cast_mask, check_mask_kind, dead_keys
 from mhattn.functional.softmax import SoftmaxCache, masked_softmax, softmax_backward
 
 
@@ -98,7 +98,7 @@ def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
     if mask is not None and mask.dtype == bool:
         bool_mask = mask
     elif mask is not None:
-        scores = add_masks(scores, cast_mask(mask, scores.dtype))
+        scores = add_mask(scores, cast_mask(mask, scores.dtype))  # without overflow
     weights = masked_softmax(scores, bool_mask, overwrite_input=True)  # (B, h, T, S)
     # 4. dropout on the weights, rescaled by 1/(1-p) so the expectation is kept
     keep, dropped = None, weights

@@ -12,7 +12,7 @@ but without the ``RuntimeWarning`` ("overflow in add", "overflow in cast").
 
 from __future__ import annotations
 
-from mhattn.backend import broadcasts_to, current_array_module, get_array_module, is_array
+from mhattn.backend import broadcast_shape, broadcasts_to, current_array_module, get_array_module, is_array
 
 
 def causal_mask(T: int, S: int | None = None, xp=None):
@@ -64,19 +64,26 @@ def cast_mask(m, dtype):
     return xp.where(m < fi.min, -xp.inf, xp.where(m > fi.max, xp.inf, inside)).astype(dtype, copy=False)
 
 
-def add_masks(a, b):
-    """``a + b`` for two float masks of one dtype; a sum beyond the finite range is ``∓inf``, without overflow.
+def add_mask(scores, mask):
+    """``scores += mask`` in place, without overflow; returns ``scores`` (callers own it).
 
-    Where the exact sum falls below ``finfo.min`` (two ``finfo.min`` entries, say), the
-    result is ``-inf``, as IEEE overflow gives, but no "overflow in add" is raised:
-    the test ``a < finfo.min - min(b, 0)`` cannot itself overflow.
+    Where the exact sum leaves the finite range of ``scores.dtype`` (two ``finfo.min``
+    entries, say) the result is ``-inf`` (``+inf``), as IEEE overflow gives, but no
+    "overflow in add" is raised: the bounds ``finfo.min - min(mask, 0)`` and
+    ``finfo.max - max(mask, 0)`` cannot themselves overflow, and the scores are clamped
+    to them before the add. ``mask`` must broadcast to ``scores`` and share its dtype.
     """
-    xp = get_array_module(a, b)
-    fi = xp.finfo(a.dtype)
-    low = a < fi.min - xp.minimum(b, 0)  # the sum would fall below the range
-    high = a > fi.max - xp.maximum(b, 0)  # ... or above it
-    out = xp.where(low | high, 0, a) + b  # in range wherever it is kept
-    return xp.where(low, -xp.inf, xp.where(high, xp.inf, out)).astype(a.dtype, copy=False)
+    xp = get_array_module(scores, mask)
+    fi = xp.finfo(scores.dtype)
+    low, high = fi.min - xp.minimum(mask, 0), fi.max - xp.maximum(mask, 0)  # mask-shaped bounds
+    low = xp.where(mask == -xp.inf, -xp.inf, low)  # a -inf entry gives -inf by itself: no bound, no flag
+    below, above = scores < low, scores > high  # where the sum would leave the range (rarely anywhere)
+    xp.maximum(scores, low, out=scores)
+    xp.minimum(scores, high, out=scores)
+    scores += mask  # in range now
+    xp.copyto(scores, -xp.inf, where=below)
+    xp.copyto(scores, xp.inf, where=above)
+    return scores
 
 
 def dead_keys(mask):
@@ -94,7 +101,7 @@ def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dty
 
     Two bool masks are OR-ed (stays bool: masked scores are replaced). If either
     is float, the result is float: bool entries become ``-inf`` (weight exactly 0),
-    and the sum is taken without overflow (:func:`add_masks`).
+    and the sum is taken without overflow (:func:`add_mask`).
 
     Returns:
         ``None``, or a bool/``dtype`` array broadcastable to ``(B, h, T, S)``.
@@ -125,4 +132,7 @@ def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dty
         return masks[0] if masks and masks[0].dtype == bool else (cast_mask(masks[0], dtype) if masks else None)
     if masks[0].dtype == bool and masks[1].dtype == bool:
         return masks[0] | masks[1]
-    return add_masks(cast_mask(masks[0], dtype), cast_mask(masks[1], dtype))
+    first = cast_mask(masks[0], dtype)
+    out = get_array_module(first).zeros(broadcast_shape(first.shape, masks[1].shape), dtype=dtype)
+    out += first  # a fresh array of the joint shape, so the sum can be taken in place
+    return add_mask(out, cast_mask(masks[1], dtype))
