@@ -4,7 +4,7 @@ Times ``MultiHeadAttention.forward`` at the reference shape (B 16, T 128, d_mode
 h 8, float32, self-attention) with and without masks, and one ``TransformerModel``
 forward at the shipped models' size (1 layer, d_model 96, h 12, B 128, T 16), where
 fixed per-call costs such as input checks weigh most. Each tree runs in its own
-subprocess; the subprocesses alternate, so both see the same machine load.
+subprocess; the subprocesses alternate (old-new, new-old, ...), so both see the same machine load.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=1 \\
         python benchmarks/bench_checks.py --baseline 3e8b7b4
@@ -82,8 +82,9 @@ def main():
             subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
             trees = {"old": pathlib.Path(tmp), "new": ROOT}
         times = {label: {} for label in trees}
-        for _ in range(a.rounds):
-            for label, src in trees.items():
+        for r in range(a.rounds):
+            order = list(trees.items()) if r % 2 == 0 else list(trees.items())[::-1]  # ABBA: no tree always goes first
+            for label, src in order:
                 for case, t in run_tree(src, a.repeats).items():
                     times[label].setdefault(case, []).extend(t)
     print(f"median of {a.rounds} rounds x {a.repeats} calls, ms")
