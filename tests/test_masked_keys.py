@@ -42,18 +42,24 @@ def test_key_hidden_from_every_query_has_no_influence(backend, mask_kind, garbag
 
 @pytest.mark.usefixtures("backend")
 @pytest.mark.parametrize("garbage", [np.nan, np.inf])
-def test_padding_key_holding_garbage_changes_nothing_in_multi_head_attention(rng, garbage):
-    """Cross-attention: NaN/inf at a padding key gives bit-identical outputs and gradients."""
+@pytest.mark.parametrize("how", ["key_padding_mask", "attn_mask column"])
+def test_padding_key_holding_garbage_changes_nothing_in_multi_head_attention(rng, garbage, how):
+    """Cross-attention: NaN/inf at a key hidden from every query gives bit-identical outputs and gradients."""
     mod = MultiHeadAttention(8, 2, dtype="float64", seed=0)
     q, kv, dout = rng.standard_normal((2, 3, 8)), rng.standard_normal((2, 5, 8)), rng.standard_normal((2, 3, 8))
-    pad = np.zeros((2, 5), dtype=bool)
-    pad[:, 4] = True
-    kv[:, 4] = 0.0
+    if how == "key_padding_mask":
+        hidden = np.zeros((2, 5), dtype=bool)
+        hidden[:, 4] = True
+        masks = {"key_padding_mask": mhattn.asarray(hidden)}
+    else:
+        hidden = np.zeros((3, 5), dtype=bool)
+        hidden[:, 4] = True  # (T, S): key 4's whole column
+        masks = {"attn_mask": mhattn.asarray(hidden)}
     runs = []
     for fill in (0.0, garbage):
         kv[:, 4] = fill
         key, value = mhattn.asarray(kv.copy()), mhattn.asarray(kv.copy())
-        out, _ = mod(mhattn.asarray(q), key, value, key_padding_mask=mhattn.asarray(pad))
+        out, _ = mod(mhattn.asarray(q), key, value, **masks)
         dquery, dkey, dvalue = mod.backward(mhattn.asarray(dout))
         runs.append([np_(a) for a in (out, dquery, dkey, dvalue, *mod.grads.values())])
     for clean, dirty in zip(*runs, strict=True):
