@@ -128,10 +128,12 @@ def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dty
             raise ValueError(f"key_padding_mask has shape {key_padding_mask.shape}; expected (B, S)=({B}, {S})")
         masks.append(key_padding_mask.reshape(B, 1, 1, S))
     get_array_module(*masks)
-    if len(masks) < 2:
-        return masks[0] if masks and masks[0].dtype == bool else (cast_mask(masks[0], dtype) if masks else None)
-    if masks[0].dtype == bool and masks[1].dtype == bool:
-        return masks[0] | masks[1]
+    if not masks:
+        return None
+    if all(m.dtype == bool for m in masks):
+        return masks[0] if len(masks) == 1 else masks[0] | masks[1]
+    if len(masks) == 1:
+        return cast_mask(masks[0], dtype)
     first = cast_mask(masks[0], dtype)
     out = get_array_module(first).zeros(broadcast_shape(first.shape, masks[1].shape), dtype=dtype)
     out += first  # a fresh array of the joint shape, so the sum can be taken in place
