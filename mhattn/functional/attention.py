@@ -133,4 +133,5 @@ def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
     # step 1 was: q @ k^T
     dq = dscores @ k  # (B, h, T, d_k)
     dk = dscores.swapaxes(-1, -2) @ q  # (B, h, S, d_k)
+    # step 0 was: zero the keys hidden from every query -> their weights are 0, so dk and dv are 0 there already
     return dq, dk, dv
