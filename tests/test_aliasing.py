@@ -15,7 +15,7 @@ from mhattn.functional.feedforward import feedforward_backward, feedforward_forw
 from mhattn.functional.layernorm import layernorm_backward, layernorm_forward
 from mhattn.functional.positional import positional_encoding_backward, positional_encoding_forward
 from mhattn.functional.transformer import transformer_backward, transformer_forward
-from mhattn.nn.init import init_encoder_block
+from mhattn.nn.init import init_encoder_block, init_mha_params
 from mhattn.nn.transformer import ModelConfig, init_params
 
 B, T, D, H = 2, 3, 8, 2
@@ -36,8 +36,8 @@ def _case(name, rng):
         out, w, c = F.scaled_dot_product_attention_forward(q4, q4, q4, mhattn.causal_mask(T))
         return [out, w], [q4], lambda: F.scaled_dot_product_attention_backward(d4, c)
     if name == "mha":
-        params = {n: mhattn.asarray(v) for n, v in init_encoder_block(D, D * 2, np.random.default_rng(0), "float64").items()}
-        params = {n[len("attn.") :]: v for n, v in params.items() if n.startswith("attn.")}
+        host = init_mha_params(D, D, D, True, np.dtype("float64"), np.random.default_rng(0))
+        params = {n: mhattn.asarray(v) for n, v in host.items()}
         out, w, c = F.multi_head_attention_forward(x, x, x, params, H, attn_mask=mhattn.causal_mask(T))
 
         def backward():
