@@ -60,8 +60,9 @@ def cast_mask(m, dtype):
     fi = xp.finfo(dtype)
     if m.dtype.itemsize * 8 <= fi.bits:
         return m.astype(dtype, copy=False)
-    inside = xp.clip(m, float(fi.min), float(fi.max)).astype(dtype)  # in range: the cast cannot overflow
-    return xp.where(m < fi.min, -xp.inf, xp.where(m > fi.max, xp.inf, inside)).astype(dtype, copy=False)
+    lo, hi = float(fi.min), float(fi.max)  # Python floats: no NumPy scalar meets a CuPy array
+    inside = xp.clip(m, lo, hi).astype(dtype)  # in range: the cast cannot overflow
+    return xp.where(m < lo, -xp.inf, xp.where(m > hi, xp.inf, inside)).astype(dtype, copy=False)
 
 
 def add_mask(scores, mask):
@@ -75,7 +76,7 @@ def add_mask(scores, mask):
     """
     xp = get_array_module(scores, mask)
     fi = xp.finfo(scores.dtype)
-    low, high = fi.min - xp.minimum(mask, 0), fi.max - xp.maximum(mask, 0)  # mask-shaped bounds
+    low, high = float(fi.min) - xp.minimum(mask, 0), float(fi.max) - xp.maximum(mask, 0)  # mask-shaped bounds
     low = xp.where(mask == -xp.inf, -xp.inf, low)  # a -inf entry gives -inf by itself: no bound, no flag
     below, above = scores < low, scores > high  # where the sum would leave the range (rarely anywhere)
     xp.maximum(scores, low, out=scores)
