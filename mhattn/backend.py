@@ -78,8 +78,8 @@ def use_backend(name: str):
         set_backend(previous)
 
 
-def xp() -> ModuleType:
-    """The array module (``numpy`` or ``cupy``) of the current backend."""
+def current_array_module() -> ModuleType:
+    """The array module (``numpy`` or ``cupy``) of the current backend, where new arrays go."""
     return _cupy() if _current == "cupy" else np
 
 
@@ -101,6 +101,28 @@ def get_array_module(*arrays) -> ModuleType:
         )
     # a CuPy array exists, so CuPy is imported and has a device: no need to ask again
     return sys.modules["cupy"] if "cupy" in kinds else np
+
+
+def read_only(a):
+    """``a`` as an array its receiver cannot write into: a read-only view on NumPy, a copy on CuPy.
+
+    CuPy arrays have no write-protection flag, so there the only safe hand-out is a copy.
+    Forwards use it for arrays they also keep in their cache.
+    """
+    if _is_cupy(a):
+        return a.copy()
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
+def broadcast_shape(*shapes) -> tuple:
+    """The shape that arrays of ``shapes`` broadcast to together (shape arithmetic, no device).
+
+    Raises:
+        ValueError: the shapes do not broadcast together.
+    """
+    return tuple(np.broadcast_shapes(*shapes))
 
 
 def broadcasts_to(shape, target) -> bool:

@@ -42,7 +42,7 @@ import mhattn
 
 print("mhattn", mhattn.__version__)
 print("current backend:", mhattn.get_backend())
-print("its array module:", mhattn.backend.xp().__name__)
+print("its array module:", mhattn.backend.current_array_module().__name__)
 
 # %% [markdown]
 # ## Two rules decide where the arithmetic runs

@@ -27,7 +27,7 @@ BACKENDS = [
 def backend(request):
     """Runs the test under each backend; yields the array module (numpy or cupy)."""
     with mhattn.use_backend(request.param):
-        yield mhattn.backend.xp()
+        yield mhattn.backend.current_array_module()
 
 
 @pytest.fixture(autouse=True)

@@ -16,26 +16,30 @@ def arr(rng, *shape):
     return mhattn.asarray(rng.standard_normal(shape))
 
 
-def test_linear(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_linear(rng):
     errs = check_backward(F.linear_forward, F.linear_backward, [arr(rng, 2, 3, 5), arr(rng, 5, 4), arr(rng, 4)])
     assert max(errs) < TOL, errs
 
 
-def test_linear_without_bias(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_linear_without_bias(rng):
     x, W = arr(rng, 2, 3, 5), arr(rng, 5, 4)
     errs = check_backward(lambda x, W: F.linear_forward(x, W), lambda d, c: F.linear_backward(d, c)[:2], [x, W])
     assert max(errs) < TOL, errs
 
 
-def test_split_and_combine_heads(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_split_and_combine_heads(rng):
     split = lambda x: F.split_heads_forward(x, 3)
     assert check_backward(split, lambda d, c: (F.split_heads_backward(d, c),), [arr(rng, 2, 4, 6)])[0] < TOL
     combine_bwd = lambda d, c: (F.combine_heads_backward(d, c),)
     assert check_backward(F.combine_heads_forward, combine_bwd, [arr(rng, 2, 3, 4, 2)])[0] < TOL
 
 
+@pytest.mark.usefixtures("backend")
 @pytest.mark.parametrize("masked", [False, True])
-def test_softmax(backend, rng, masked):
+def test_softmax(rng, masked):
     mask = None
     if masked:
         mask = mhattn.asarray(rng.random((3, 4, 5)) < 0.4)
@@ -45,8 +49,9 @@ def test_softmax(backend, rng, masked):
     assert errs[0] < TOL, errs
 
 
+@pytest.mark.usefixtures("backend")
 @pytest.mark.parametrize("mask_kind", [None, "bool", "float", "causal_with_empty_row"])
-def test_scaled_dot_product_attention(backend, rng, mask_kind):
+def test_scaled_dot_product_attention(rng, mask_kind):
     mask = None
     if mask_kind == "bool":
         mask = mhattn.asarray(rng.random((2, 1, 4, 6)) < 0.3)
@@ -61,7 +66,8 @@ def test_scaled_dot_product_attention(backend, rng, mask_kind):
     assert max(errs) < TOL, errs
 
 
-def test_attention_with_dropout_reuses_the_mask(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_attention_with_dropout_reuses_the_mask(rng):
     q, k, v = arr(rng, 1, 2, 3, 4), arr(rng, 1, 2, 5, 4), arr(rng, 1, 2, 5, 4)
     seed = 5
     # a fresh generator with the same seed on every call: the same dropout mask each time
@@ -89,9 +95,10 @@ def mha_op(params, num_heads, self_attention, **kw):
     return forward, backward
 
 
+@pytest.mark.usefixtures("backend")
 @pytest.mark.parametrize("self_attention", [True, False])
 @pytest.mark.parametrize("masks", [False, True])
-def test_multi_head_attention(backend, rng, self_attention, masks):
+def test_multi_head_attention(rng, self_attention, masks):
     B, T, S, d, h = 2, 3, 4, 6, 2
     S = T if self_attention else S
     kdim, vdim = (d, d) if self_attention else (5, 3)
@@ -112,7 +119,8 @@ def test_multi_head_attention(backend, rng, self_attention, masks):
     assert max(errs.values()) < TOL, errs
 
 
-def test_key_bias_gets_no_gradient(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_key_bias_gets_no_gradient(rng):
     """q . b_k adds the same number to a whole row of scores, and softmax ignores that shift."""
     mod = mhattn.MultiHeadAttention(6, 2, dtype="float64", seed=0)
     x = arr(rng, 2, 3, 6)
@@ -122,7 +130,8 @@ def test_key_bias_gets_no_gradient(backend, rng):
     assert float(abs(mod.grads["b_q"]).max()) > 1e-3  # while the query bias does get one
 
 
-def test_numerical_gradient_of_a_known_function(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_numerical_gradient_of_a_known_function(rng):
     x = arr(rng, 3, 4)
     dout = arr(rng, 3, 4)
     g = numerical_gradient(lambda x: x**3, x, dout)

@@ -1,4 +1,4 @@
-"""Head analysis (issue 4): roles, confidence, importance, ablation, gates, and the planted roles of the shipped model."""
+"""Head analysis: roles, confidence, importance, ablation, gates, and the planted roles of the shipped model."""
 
 from __future__ import annotations
 

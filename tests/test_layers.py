@@ -1,6 +1,8 @@
-"""Gradient checks (float64, centred differences) for every layer added in issue 4, and their textbook claims."""
+"""Gradient checks (float64, centred differences) for every Transformer layer, and their textbook claims."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -13,7 +15,8 @@ from mhattn.functional.layernorm import layernorm_backward, layernorm_forward
 from mhattn.functional.losses import cross_entropy_backward, cross_entropy_forward
 from mhattn.functional.positional import positional_encoding_backward, positional_encoding_forward, sinusoidal_encoding
 from mhattn.gradcheck import check_backward, numerical_gradient, rel_error
-from mhattn.nn.transformer import ModelConfig, TransformerModel, init_params
+from mhattn.nn.init import init_embedding, init_encoder_block, init_linear
+from mhattn.nn.transformer import ModelConfig, TransformerModel, init_params, param_shapes
 
 TOL = 1e-7
 
@@ -163,26 +166,25 @@ def test_whole_tiny_model_gradcheck_float64(rng):
             assert rel_error(analytic, num) < TOL, name
 
 
-def test_thin_layer_classes_match_their_functional_pairs(rng):
-    from mhattn.nn import Embedding, EncoderBlock, FeedForward, LayerNorm
-
-    ids = np.array([[0, 2, 2]])
-    emb = Embedding(4, 6, dtype="float64", seed=0)
-    x = emb.forward(ids)
-    emb.backward(np.ones_like(x))
-    assert emb.grads["W"][2].tolist() == [2.0] * 6 and emb.grads["W"][1].tolist() == [0.0] * 6
-    ln, ff = LayerNorm(6, dtype="float64"), FeedForward(6, 10, dtype="float64", seed=0)
-    y = ff.forward(ln.forward(x))
-    dx = ln.backward(ff.backward(np.ones_like(y)))
-    assert dx.shape == x.shape and set(ff.grads) == {"W1", "b1", "W2", "b2"}
-    block = EncoderBlock(6, 2, 10, dtype="float64", seed=0)
-    out, w = block.forward(x, head_mask=np.ones(2))
-    ref, _, _ = encoder_block_forward(x, block.params, 2, head_mask=np.ones(2))
-    assert np.array_equal(out, ref) and w.shape == (1, 2, 3, 3)
-    block.backward(np.ones_like(out))
-    assert block.grads["head_mask"].shape == (2,)
-    with pytest.raises(RuntimeError, match="before forward"):
-        LayerNorm(3).backward(np.ones(3))
+def test_model_parameters_come_from_the_per_layer_initialisers():
+    """One initialiser per layer: the model composes them in order, and param_shapes reads the shapes off them."""
+    cfg = ModelConfig(vocab_size=7, output_sizes=(3, 5), d_model=8, num_heads=2, num_layers=2, d_ff=12)
+    params = init_params(cfg, np.random.default_rng(0), "float64")
+    rng = np.random.default_rng(0)
+    expected = {"embed.W": init_embedding(7, 8, rng, "float64")["W"]}
+    for layer in range(2):
+        expected.update({f"blocks.{layer}.{n}": v for n, v in init_encoder_block(8, 12, rng, "float64").items()})
+    expected.update({"ln_f.gamma": np.ones(8), "ln_f.beta": np.zeros(8)})
+    for k, c in enumerate((3, 5)):
+        expected.update({f"out.{k}.{n}": v for n, v in init_linear(8, c, rng, "float64").items()})
+    assert sorted(params) == sorted(expected)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(params[name], value, err_msg=name)
+    assert param_shapes(cfg) == {n: v.shape for n, v in params.items()}
+    # nn.Linear's bounds U(±1/sqrt(fan_in)): fan_in 8 for W1 and the classifiers, 12 for W2
+    assert 0.8 / math.sqrt(8) < np.abs(params["blocks.1.ff.W1"]).max() <= 1 / math.sqrt(8)
+    assert 0.8 / math.sqrt(12) < np.abs(params["blocks.1.ff.W2"]).max() <= 1 / math.sqrt(12)
+    assert np.abs(params["out.1.W"]).max() <= 1 / math.sqrt(8) and not params["out.1.b"].any()
 
 
 def test_causal_model_cannot_see_the_future(rng):

@@ -19,7 +19,8 @@ def np_(x):
     return mhattn.to_numpy(x)
 
 
-def test_shapes_and_weight_layouts(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_shapes_and_weight_layouts(rng):
     mod = MultiHeadAttention(8, 2, kdim=3, vdim=5, seed=0)
     q, k, v = arr(rng, 2, 4, 8, dtype="float32"), arr(rng, 2, 6, 3, dtype="float32"), arr(rng, 2, 6, 5, dtype="float32")
     out, w = mod(q, k, v)
@@ -33,13 +34,15 @@ def test_shapes_and_weight_layouts(backend, rng):
     }  # fmt: skip
 
 
-def test_attention_rows_sum_to_one(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_attention_rows_sum_to_one(rng):
     _, w = MultiHeadAttention(12, 3, dtype="float64", seed=0)(arr(rng, 2, 5, 12), average_attn_weights=False)
     np.testing.assert_allclose(np_(w.sum(axis=-1)), 1.0, rtol=1e-12)
     assert float(w.min()) > 0
 
 
-def test_permuting_tokens_permutes_outputs(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_permuting_tokens_permutes_outputs(rng):
     mod = MultiHeadAttention(12, 3, dtype="float64", seed=0)
     x = arr(rng, 1, 6, 12)
     perm = np.array([3, 0, 5, 1, 4, 2])
@@ -48,7 +51,8 @@ def test_permuting_tokens_permutes_outputs(backend, rng):
     np.testing.assert_allclose(np_(out_p), np_(out)[:, perm], rtol=1e-12, atol=1e-12)
 
 
-def test_multi_head_equals_concat_of_single_heads(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_multi_head_equals_concat_of_single_heads(rng):
     """head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i) on its own d_k columns, then concat and W^O."""
     d, h = 12, 3
     d_k = d // h
@@ -66,7 +70,8 @@ def test_multi_head_equals_concat_of_single_heads(backend, rng):
     np.testing.assert_allclose(np_(mod(mhattn.asarray(x))[0]), expected, rtol=1e-12, atol=1e-12)
 
 
-def test_masked_position_has_no_influence(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_masked_position_has_no_influence(rng):
     """Changing a padded key/value by any amount changes nothing, bit for bit."""
     mod = MultiHeadAttention(8, 2, dtype="float64", seed=0)
     q, kv = arr(rng, 2, 3, 8), rng.standard_normal((2, 5, 8))
@@ -82,7 +87,8 @@ def test_masked_position_has_no_influence(backend, rng):
     assert float(abs(dk[:, 4]).max()) == 0.0 and float(abs(dv[:, 4]).max()) == 0.0
 
 
-def test_query_with_no_allowed_key_outputs_b_o_with_finite_gradients(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_query_with_no_allowed_key_outputs_b_o_with_finite_gradients(rng):
     mod = MultiHeadAttention(8, 2, dtype="float64", seed=0)
     mod.params["b_o"] = mhattn.asarray(np.linspace(-1, 1, 8))
     mask = np.zeros((3, 3), dtype=bool)
@@ -95,7 +101,8 @@ def test_query_with_no_allowed_key_outputs_b_o_with_finite_gradients(backend, rn
     assert all(np.isfinite(np_(g)).all() for g in list(grads) + list(mod.grads.values()))
 
 
-def test_float_mask_of_minus_inf_equals_bool_mask(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_float_mask_of_minus_inf_equals_bool_mask(rng):
     mod = MultiHeadAttention(8, 2, dtype="float64", seed=0)
     x = arr(rng, 2, 4, 8)
     causal = mhattn.causal_mask(4)
@@ -103,14 +110,16 @@ def test_float_mask_of_minus_inf_equals_bool_mask(backend, rng):
     np.testing.assert_array_equal(np_(mod(x, attn_mask=causal)[0]), np_(mod(x, attn_mask=as_float)[0]))
 
 
-def test_causal_mask_picture(backend):
+@pytest.mark.usefixtures("backend")
+def test_causal_mask_picture():
     m = np_(mhattn.causal_mask(3, 4))
     assert m.dtype == bool
     np.testing.assert_array_equal(m, [[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1]])
 
 
+@pytest.mark.usefixtures("backend")
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_dtype_is_kept_everywhere(backend, rng, dtype):
+def test_dtype_is_kept_everywhere(rng, dtype):
     mod = MultiHeadAttention(8, 2, dtype=dtype, seed=0, dropout=0.2)
     x = arr(rng, 2, 3, 8, dtype=dtype)
     float_mask = mhattn.asarray(rng.standard_normal((3, 3)).astype(dtype))
@@ -120,7 +129,8 @@ def test_dtype_is_kept_everywhere(backend, rng, dtype):
         assert a.dtype == np.dtype(dtype)
 
 
-def test_large_logits_do_not_overflow(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_large_logits_do_not_overflow(rng):
     """Scores of ~1e6 would overflow exp() without the max subtraction (RuntimeWarnings are errors here)."""
     mod = MultiHeadAttention(8, 2, dtype="float32", seed=0)
     x = arr(rng, 1, 4, 8, dtype="float32") * 3e3
@@ -130,7 +140,8 @@ def test_large_logits_do_not_overflow(backend, rng):
     np.testing.assert_allclose(np_(w.sum(-1)), 1.0, rtol=1e-5)
 
 
-def test_dropout_only_in_training_and_seeded(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_dropout_only_in_training_and_seeded(rng):
     x = arr(rng, 2, 5, 8)
     a, b = (MultiHeadAttention(8, 2, dtype="float64", dropout=0.5, seed=3) for _ in range(2))
     eval_out, _ = a(x)
@@ -142,7 +153,8 @@ def test_dropout_only_in_training_and_seeded(backend, rng):
     np.testing.assert_allclose(np_(w_a.sum(-1)), 1.0, rtol=1e-12)  # weights are returned before dropout
 
 
-def test_head_mask_zero_removes_exactly_that_head(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_head_mask_zero_removes_exactly_that_head(rng):
     d, h = 12, 3
     mod = MultiHeadAttention(d, h, dtype="float64", seed=0)
     x = arr(rng, 2, 4, d)
@@ -156,7 +168,8 @@ def test_head_mask_zero_removes_exactly_that_head(backend, rng):
     np.testing.assert_allclose(np_(out_pruned), np_(ref(x)[0]), rtol=1e-12, atol=1e-12)
 
 
-def test_head_mask_gradient_per_example_sums_to_shared(backend, rng):
+@pytest.mark.usefixtures("backend")
+def test_head_mask_gradient_per_example_sums_to_shared(rng):
     mod = MultiHeadAttention(8, 4, dtype="float64", seed=0)
     x, dout = arr(rng, 3, 5, 8), arr(rng, 3, 5, 8)
     mod(x, head_mask=mhattn.asarray(np.ones((3, 4))))
@@ -171,8 +184,9 @@ def test_head_mask_gradient_per_example_sums_to_shared(backend, rng):
     assert "head_mask" not in mod.grads  # no head mask, no entry
 
 
+@pytest.mark.usefixtures("backend")
 @pytest.mark.parametrize("kdim,vdim", [(None, None), (5, 7)])
-def test_torch_state_dict_round_trip(backend, kdim, vdim):
+def test_torch_state_dict_round_trip(kdim, vdim):
     a = MultiHeadAttention(8, 2, kdim=kdim, vdim=vdim, seed=0)
     b = MultiHeadAttention(8, 2, kdim=kdim, vdim=vdim, seed=1)
     sd = a.to_torch_state_dict()
@@ -192,7 +206,8 @@ def test_parameter_counts():
     assert MultiHeadAttention(8, 2, kdim=3, vdim=5).num_parameters() == 8 * 8 + 3 * 8 + 5 * 8 + 8 * 8 + 4 * 8
 
 
-def test_init_follows_torch_bounds_and_seed(backend):
+@pytest.mark.usefixtures("backend")
+def test_init_follows_torch_bounds_and_seed():
     d = 64
     a, b, c = MultiHeadAttention(d, 4, seed=0), MultiHeadAttention(d, 4, seed=0), MultiHeadAttention(d, 4, seed=1)
     np.testing.assert_array_equal(np_(a.params["W_q"]), np_(b.params["W_q"]))

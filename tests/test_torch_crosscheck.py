@@ -26,16 +26,18 @@ def assert_same(ours, theirs, name):
         np.testing.assert_allclose(ours[key], theirs[key], err_msg=f"{name}/{key}", **tolerance(name))
 
 
+@pytest.mark.usefixtures("backend")
 @pytest.mark.torch
 @pytest.mark.parametrize("name", list(CASES))
-def test_against_live_torch(name, backend):
+def test_against_live_torch(name):
     pytest.importorskip("torch")
     case = build_case(name, seed=7)
     assert_same(run_mhattn(name, case), run_torch(name, case), name)
 
 
+@pytest.mark.usefixtures("backend")
 @pytest.mark.parametrize("name", list(CASES))
-def test_against_stored_torch_outputs(name, backend):
+def test_against_stored_torch_outputs(name):
     with np.load(REFS, allow_pickle=False) as z:
         case = {k[len(name) + 4 :]: z[k] for k in z.files if k.startswith(f"{name}/in/")}
         ref = {k[len(name) + 5 :]: z[k] for k in z.files if k.startswith(f"{name}/ref/")}

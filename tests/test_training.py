@@ -1,4 +1,4 @@
-"""Tasks, optimisers, the training loop and checkpoints (issue 4)."""
+"""Tasks, optimisers, the training loop and checkpoints."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from mhattn.nn.transformer import ModelConfig, TransformerModel
 from mhattn.optim import SGD, Adam, clip_grad_norm
 from mhattn.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from mhattn.training.loop import evaluate, head_dropout_mask, train
-from mhattn.training.tasks import RolesTask, TextTask, load_topics_text
+from mhattn.training.tasks import RolesTask, Task, TextTask, load_topics_text
 
-# What the README claims for the shipped checkpoints (docs/issue4_README_section.md).
+# What the README claims for the shipped checkpoints (its "Shipped checkpoints" table).
 README_MIN_ROLE_ACC = 0.99
 
 
@@ -40,6 +40,15 @@ def test_text_split_is_fixed_and_targets_are_shifted():
     ids, (y,) = task.sample(3, np.random.default_rng(0), split="val")
     assert np.array_equal(ids[:, 1:], y[:, :-1])
     assert task.decode(task.data[:300]) == load_topics_text()[:300]
+    with pytest.raises(ValueError, match=r"split must be 'train' or 'val', got 'test'"):
+        task.sample(3, np.random.default_rng(0), split="test")
+
+
+def test_both_tasks_follow_the_task_protocol():
+    for task in (RolesTask(), TextTask(seq_len=8)):
+        assert isinstance(task, Task)
+        ids, targets = task.sample(2, np.random.default_rng(0))
+        assert ids.shape == (2, task.seq_len) and len(targets) == len(task.output_sizes) == len(task.output_names)
 
 
 def test_adam_first_step_moves_each_weight_by_lr_against_the_gradient_sign():

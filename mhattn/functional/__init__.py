@@ -3,6 +3,11 @@
 Every ``*_forward`` returns ``(out, cache)`` (attention: ``(out, weights, cache)``);
 every ``*_backward(dout, cache)`` returns the gradients of the forward's array
 inputs, in order. Arrays may be NumPy or CuPy: each op uses its inputs' module.
+
+No forward hands back an array its cache holds: outputs are fresh arrays, except the
+softmax probabilities, the attention weights and ``dropout_forward(x, 0)``, which are
+read-only views on NumPy and copies on CuPy (it has no read-only flag). Each public
+forward checks its inputs once; the inner steps it calls assume checked inputs.
 """
 
 from mhattn.functional.attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward

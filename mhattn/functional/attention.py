@@ -13,7 +13,10 @@ Masks, for T = 3 queries and S = 4 keys (``x`` = True = not allowed)::
     q2  .  .  .  x        q2  0    0    0  -inf
 
 A bool mask replaces the masked scores (their weights are exactly 0); a float
-mask is added to the scores (``-inf`` entries then also give 0).
+mask is added to the scores (``-inf`` entries then also give 0). A key hidden from
+every query is zeroed before use, so whatever it holds (NaN, inf) cannot reach an
+output or a gradient; a key hidden from some queries only gets weight 0 from them,
+which removes any finite value it holds (0 * NaN is still NaN in ``weights @ v``).
 """
 
 from __future__ import annotations
@@ -21,10 +24,10 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from mhattn.backend import broadcasts_to, get_array_module
-from mhattn.functional.checks import check_float_array
-from mhattn.functional.masks import check_mask_kind
-from mhattn.functional.softmax import SoftmaxCache, softmax_backward, softmax_forward
+from mhattn.backend import broadcasts_to, get_array_module, read_only
+from mhattn.functional.checks import check_attention_inputs, check_dropout
+from mhattn.functional.masks import add_mask, cast_mask, check_mask_kind, dead_keys
+from mhattn.functional.softmax import SoftmaxCache, masked_softmax, softmax_backward
 
 
 class AttentionCache(NamedTuple):
@@ -37,25 +40,6 @@ class AttentionCache(NamedTuple):
     dropped: object  # (B, h, T, S) the weights after dropout (the same array without dropout)
 
 
-def _check_inputs(q, k, v, mask, dropout_p, rng):
-    """Kinds, dtypes and shapes of the attention inputs; returns their array module."""
-    for name, a in (("q", q), ("k", k), ("v", v)):
-        check_float_array(name, a, q.dtype if name != "q" else None)
-    xp = get_array_module(q, k, v, mask)
-    if q.ndim < 2 or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or q.shape[-1] == 0:
-        raise ValueError(f"attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit together")
-    scores_shape = (*q.shape[:-1], k.shape[-2])
-    if mask is not None:
-        check_mask_kind("mask", mask)
-        if not broadcasts_to(mask.shape, scores_shape):
-            raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores {scores_shape}")
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"attention: dropout_p must be in [0, 1), got {dropout_p}")
-    if dropout_p > 0.0 and rng is None:
-        raise ValueError("attention: dropout_p > 0 needs rng, a numpy.random.Generator")
-    return xp
-
-
 def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
     """Attention of every query over every key, per batch element and head.
 
@@ -64,21 +48,47 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
         k: ``(B, h, S, d_k)`` keys, same dtype.
         v: ``(B, h, S, d_v)`` values, same dtype.
         mask: bool (True = not allowed) or float (added to the scores), broadcastable
-            to ``(B, h, T, S)``; ``None`` for no mask.
+            to ``(B, h, T, S)``; ``None`` for no mask. A key hidden from every query
+            (True, or ``-inf``, in its whole column) has no influence on any output or
+            gradient, whatever ``k`` and ``v`` hold there (NaN and inf included).
         dropout_p: probability of dropping a weight (0 disables dropout).
         rng: ``numpy.random.Generator`` for the dropout mask (drawn on the host).
 
     Returns:
         ``(out, weights, cache)``: ``out`` ``(B, h, T, d_v)``; ``weights``
-        ``(B, h, T, S)`` *before* dropout (each row sums to 1, or 0 if fully masked).
+        ``(B, h, T, S)`` *before* dropout (each row sums to 1, or 0 if fully masked),
+        read-only (a view of the cached weights on NumPy, a copy on CuPy).
 
     Raises:
         TypeError: ``q``, ``k``, ``v`` are not float arrays of one dtype; ``mask`` is neither bool nor float.
-        ValueError: shapes disagree, the mask does not broadcast to ``(B, h, T, S)``,
-            ``dropout_p`` is outside [0, 1), or dropout is asked for without ``rng``.
+        ValueError: shapes disagree, the mask does not broadcast to ``(B, h, T, S)`` or holds
+            NaN or +inf, ``dropout_p`` is outside [0, 1), or dropout is asked for without ``rng``.
     """
-    xp = _check_inputs(q, k, v, mask, dropout_p, rng)
+    check_attention_inputs(q, k, v)
+    if mask is not None:
+        check_mask_kind("mask", mask)
+        get_array_module(q, mask)
+        scores_shape = (*q.shape[:-1], k.shape[-2])
+        if not broadcasts_to(mask.shape, scores_shape):
+            raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores {scores_shape}")
+    check_dropout(dropout_p, rng)
+    out, weights, cache = attend(q, k, v, mask, dropout_p, rng)
+    return out, read_only(weights), cache
+
+
+def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
+    """The steps of :func:`scaled_dot_product_attention_forward` on checked inputs.
+
+    Returns ``(out, weights, cache)`` with ``weights`` the cached array itself (the
+    caller hands out a read-only view or a copy).
+    """
+    assert q.shape[-1] == k.shape[-1] and k.shape[-2] == v.shape[-2], (q.shape, k.shape, v.shape)
+    xp = get_array_module(q)
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
+    if mask is not None:
+        # 0. keys hidden from every query are zeroed: their weight is exactly 0, and 0 * NaN would still be NaN
+        dead = dead_keys(mask)[..., None]  # (..., S, 1)
+        k, v = xp.where(dead, 0, k), xp.where(dead, 0, v)  # (B, h, S, d_k), (B, h, S, d_v)
     # 1. similarity of every query with every key
     scores = q @ k.swapaxes(-1, -2)  # (B, h, T, S)
     # 2. scale by 1/sqrt(d_k), in place on the fresh GEMM result
@@ -88,8 +98,8 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
     if mask is not None and mask.dtype == bool:
         bool_mask = mask
     elif mask is not None:
-        scores += mask.astype(scores.dtype, copy=False)
-    weights, sm_cache = softmax_forward(scores, bool_mask, overwrite_input=True)  # (B, h, T, S)
+        scores = add_mask(scores, cast_mask(mask, scores.dtype))  # without overflow
+    weights = masked_softmax(scores, bool_mask, overwrite_input=True)  # (B, h, T, S)
     # 4. dropout on the weights, rescaled by 1/(1-p) so the expectation is kept
     keep, dropped = None, weights
     if dropout_p > 0.0:
@@ -98,7 +108,7 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
         dropped = weights * keep
     # 5. weighted sum of the values
     out = dropped @ v  # (B, h, T, d_v)
-    return out, weights, AttentionCache(q, k, v, scale, sm_cache, keep, dropped)
+    return out, weights, AttentionCache(q, k, v, scale, SoftmaxCache(weights), keep, dropped)
 
 
 def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
@@ -123,4 +133,5 @@ def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
     # step 1 was: q @ k^T
     dq = dscores @ k  # (B, h, T, d_k)
     dk = dscores.swapaxes(-1, -2) @ q  # (B, h, S, d_k)
+    # step 0 was: zero the keys hidden from every query -> their weights are 0, so dk and dv are 0 there already
     return dq, dk, dv

@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 from mhattn.backend import broadcasts_to, get_array_module
 from mhattn.functional.checks import check_float_array
-from mhattn.functional.masks import check_mask_kind
+from mhattn.functional.masks import check_mask_kind, dead_keys
 
 
 class TiledAttentionCache(NamedTuple):
@@ -242,7 +242,10 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
     block_q, block_k, workers = _blocks(xp, q, k.shape[-2], block_q, block_k, workers)
     if min(block_q, block_k, workers) < 1:
         raise ValueError(f"tiled attention: block_q={block_q}, block_k={block_k}, workers={workers} must be positive")
-    mask = None if mask is None else xp.broadcast_to(mask, scores_shape)  # a view: no memory
+    if mask is not None:  # a key hidden from every query holds no influence, whatever it holds (NaN, inf)
+        dead = dead_keys(mask)[..., None]  # (..., S, 1)
+        k, v = xp.where(dead, 0, k), xp.where(dead, 0, v)  # (B, h, S, d_k), (B, h, S, d_v): fresh arrays
+        mask = xp.broadcast_to(mask, scores_shape)  # a view: no memory
     # each head's rows contiguous: GEMMs on strided (B, h, T, d_k) views of (B, T, d_model) run ~30% slower
     q, k, v = (xp.ascontiguousarray(a) for a in (q, k, v))  # (B, h, L, d), O(L d) each
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32

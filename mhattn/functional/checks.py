@@ -1,8 +1,18 @@
-"""Input checks for multi-head attention: clear errors before any arithmetic."""
+"""Input checks at the public entries: clear errors before any arithmetic.
+
+Each public forward (:func:`~mhattn.functional.mha.multi_head_attention_forward`,
+:func:`~mhattn.functional.attention.scaled_dot_product_attention_forward`, ...) checks
+its inputs once, here; the inner steps it calls assume checked inputs. Every check
+reads only shapes and dtypes, except the NaN/+inf scan of a float mask
+(:func:`mhattn.functional.masks.check_mask_kind`), done once per call.
+"""
 
 from __future__ import annotations
 
 from mhattn.backend import get_array_module, is_array
+
+WEIGHT_NAMES = ("W_q", "W_k", "W_v", "W_o")
+BIAS_NAMES = ("b_q", "b_k", "b_v", "b_o")
 
 
 def check_float_array(name, a, dtype=None):
@@ -19,6 +29,18 @@ def check_float_array(name, a, dtype=None):
         raise TypeError(f"{name} has dtype {a.dtype} but the parameters are {dtype}; cast one of them")
 
 
+def check_dropout(dropout_p, rng, where="attention"):
+    """``dropout_p`` in [0, 1), and a generator when it is above 0.
+
+    Raises:
+        ValueError: ``dropout_p`` outside [0, 1), or ``dropout_p > 0`` without ``rng``.
+    """
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"{where}: dropout_p must be in [0, 1), got {dropout_p}")
+    if dropout_p > 0.0 and rng is None:
+        raise ValueError(f"{where}: dropout_p > 0 needs rng, a numpy.random.Generator")
+
+
 def check_params(params, num_heads):
     """Shapes and dtypes of ``W_q (d_model, d_model)``, ``W_k (kdim, d_model)``,
     ``W_v (vdim, d_model)``, ``W_o (d_model, d_model)`` and the optional ``(d_model,)`` biases.
@@ -27,24 +49,26 @@ def check_params(params, num_heads):
         KeyError: a weight is missing, or only some of the four biases are given.
         TypeError, ValueError: a parameter of the wrong kind, dtype or shape.
     """
-    missing = [n for n in ("W_q", "W_k", "W_v", "W_o") if n not in params]
+    missing = [n for n in WEIGHT_NAMES if n not in params]
     if missing:
         raise KeyError(f"params lacks {missing}; it has {sorted(params)}")
-    for name in ("W_q", "W_k", "W_v", "W_o"):
-        check_float_array(name, params[name], params["W_q"].dtype if name != "W_q" else None)
+    check_float_array("W_q", params["W_q"])
+    dtype = params["W_q"].dtype
+    for name in WEIGHT_NAMES:
+        check_float_array(name, params[name], dtype)
         if params[name].ndim != 2:
             raise ValueError(f"{name} must be 2-D (d_in, d_model), got shape {params[name].shape}")
     d_model = params["W_q"].shape[1]
     if num_heads < 1 or d_model % num_heads:
         raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-    want = {"W_q": (d_model, d_model), "W_o": (d_model, d_model)}
-    want.update({n: (params[n].shape[0], d_model) for n in ("W_k", "W_v")})
-    biases = [n for n in ("b_q", "b_k", "b_v", "b_o") if params.get(n) is not None]
+    biases = [n for n in BIAS_NAMES if params.get(n) is not None]
     if biases and len(biases) != 4:
         raise KeyError(f"give all four biases b_q, b_k, b_v, b_o or none; got {biases}")
-    want.update({n: (d_model,) for n in biases})
+    want = {"W_q": (d_model, d_model), "W_o": (d_model, d_model), **{n: (d_model,) for n in biases}}
+    want.update({n: (params[n].shape[0], d_model) for n in ("W_k", "W_v")})
     for name, shape in want.items():
-        check_float_array(name, params[name], params["W_q"].dtype)
+        if name in biases:
+            check_float_array(name, params[name], dtype)
         if params[name].shape != shape:
             raise ValueError(f"{name} has shape {params[name].shape}, expected {shape}")
 
@@ -83,3 +107,17 @@ def check_mha_inputs(query, key, value, params, num_heads, head_mask=None):
             raise ValueError(
                 f"head_mask has shape {head_mask.shape}; expected (h,)=({num_heads},) or (B, h)=({query.shape[0]}, {num_heads})"
             )
+
+
+def check_attention_inputs(q, k, v):
+    """Kinds, dtypes and shapes of ``q (..., T, d_k)``, ``k (..., S, d_k)``, ``v (..., S, d_v)``.
+
+    Raises:
+        TypeError: not float arrays of one dtype, or NumPy and CuPy mixed.
+        ValueError: shapes that do not fit together.
+    """
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        check_float_array(name, a, q.dtype if name != "q" else None)
+    get_array_module(q, k, v)
+    if q.ndim < 2 or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or q.shape[-1] == 0:
+        raise ValueError(f"attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit together")

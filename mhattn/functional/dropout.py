@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import get_array_module
+from mhattn.backend import get_array_module, read_only
 
 
 class DropoutCache(NamedTuple):
@@ -19,11 +19,12 @@ def dropout_forward(x, p, rng=None):
     """Zero each entry with probability ``p`` and rescale the rest.
 
     Args:
-        x: any float array. p: drop probability in [0, 1); 0 returns ``x`` itself.
+        x: any float array. p: drop probability in [0, 1); 0 returns ``x`` unchanged.
         rng: ``numpy.random.Generator``, needed when ``p > 0``.
 
     Returns:
-        ``(out, cache)``, ``out`` shaped like ``x``.
+        ``(out, cache)``, ``out`` shaped like ``x``: a fresh array when ``p > 0``; with
+        ``p = 0`` a read-only view of ``x`` on NumPy (a copy on CuPy), never ``x`` itself.
 
     Raises:
         ValueError: ``p`` outside [0, 1), or ``p > 0`` without ``rng``.
@@ -31,7 +32,7 @@ def dropout_forward(x, p, rng=None):
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout: p must be in [0, 1), got {p}")
     if p == 0.0:
-        return x, DropoutCache(None)
+        return read_only(x), DropoutCache(None)
     if rng is None:
         raise ValueError("dropout: p > 0 needs rng, a numpy.random.Generator")
     xp = get_array_module(x)

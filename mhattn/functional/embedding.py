@@ -28,7 +28,7 @@ def embedding_forward(ids, W):
         W: ``(V, d_model)`` float32/float64 embedding table.
 
     Returns:
-        ``(out, cache)``; ``out`` is ``(B, T, d_model)`` with ``W``'s dtype.
+        ``(out, cache)``; ``out`` is ``(B, T, d_model)`` with ``W``'s dtype, a fresh array (a gather copies).
 
     Raises:
         TypeError: ``ids`` is not an integer array.
@@ -38,7 +38,7 @@ def embedding_forward(ids, W):
     if not hasattr(ids, "dtype") or ids.dtype.kind not in "iu":
         raise TypeError(f"embedding: ids must be an integer array, got {getattr(ids, 'dtype', type(ids).__name__)}")
     V = W.shape[0]
-    if ids.size and (int(ids.min()) < 0 or int(ids.max()) >= V):
+    if ids.size and bool(((ids < 0) | (ids >= V)).any()):  # one device read, at the model's entry
         raise ValueError(f"embedding: ids must lie in [0, {V}), got values in [{int(ids.min())}, {int(ids.max())}]")
     # 1. gather one row per token
     out = W[ids]  # (B, T, d_model)

@@ -54,7 +54,8 @@ def encoder_block_forward(x, params, num_heads, *, attn_mask=None, head_mask=Non
         dropout_p, rng: dropout on both sub-layer outputs (not on the attention weights).
 
     Returns:
-        ``(out, weights, cache)``: ``out`` ``(B, T, d_model)``; ``weights`` ``(B, h, T, T)``.
+        ``(out, weights, cache)``: ``out`` ``(B, T, d_model)``, a fresh array; ``weights`` ``(B, h, T, T)``,
+        read-only (a view of the cached weights on NumPy, a copy on CuPy).
     """
     attn_params = {n: params[f"attn.{n}"] for n in PARAM_NAMES}
     # 1. normalise before attention

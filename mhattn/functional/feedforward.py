@@ -24,7 +24,7 @@ def feedforward_forward(x, W1, b1, W2, b2):
         W2 ``(d_ff, d_model)``; b2 ``(d_model,)``; one float dtype.
 
     Returns:
-        ``(out, cache)``, ``out`` ``(..., d_model)``.
+        ``(out, cache)``, ``out`` ``(..., d_model)``, a fresh array (not in the cache).
     """
     # 1. expand
     hidden, fc1 = linear_forward(x, W1, b1)  # (..., d_ff)

@@ -26,7 +26,7 @@ def layernorm_forward(x, gamma, beta, eps=1e-5):
         eps: added to the variance.
 
     Returns:
-        ``(out, cache)``; ``out`` has ``x``'s shape and dtype.
+        ``(out, cache)``; ``out`` has ``x``'s shape and dtype, a fresh array (not in the cache).
 
     Raises:
         ValueError: ``gamma`` or ``beta`` is not ``(d_model,)``.

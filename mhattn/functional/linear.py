@@ -27,7 +27,7 @@ def linear_forward(x, W, b=None):
         b: ``(d_out,)`` or ``None``.
 
     Returns:
-        ``(out, cache)``; ``out`` is ``(..., d_out)``, dtype of ``x``.
+        ``(out, cache)``; ``out`` is ``(..., d_out)``, dtype of ``x``, a fresh array (not in the cache).
 
     Raises:
         ValueError: ``x.shape[-1] != W.shape[0]`` or ``b`` is not ``(d_out,)``.

@@ -4,11 +4,15 @@
 ``(T, S)``, torch's ``(B*h, T, S)``, ``(1, T, S)``, or a 4-D shape broadcastable to
 ``(B, h, T, S)`` (other 3-D shapes are refused: ``(h, T, S)`` and ``(B, T, S)`` look alike).
 ``key_padding_mask``: ``(B, S)``, bool True = padding, or float (added). See :mod:`mhattn.functional.attention` for a picture.
+
+Float masks are combined and cast without overflow: a sum or a cast that leaves the
+dtype's finite range becomes ``-inf`` (or ``+inf``) explicitly, as IEEE overflow would,
+but without the ``RuntimeWarning`` ("overflow in add", "overflow in cast").
 """
 
 from __future__ import annotations
 
-from mhattn.backend import broadcasts_to, get_array_module, is_array
+from mhattn.backend import broadcast_shape, broadcasts_to, current_array_module, get_array_module, is_array
 
 
 def causal_mask(T: int, S: int | None = None, xp=None):
@@ -21,14 +25,12 @@ def causal_mask(T: int, S: int | None = None, xp=None):
     Raises:
         ValueError: ``T`` or ``S`` is not a positive integer.
     """
-    from mhattn.backend import xp as current
-
     S = T if S is None else S
     for name, n in (("T", T), ("S", S)):
         if isinstance(n, bool) or not hasattr(n, "__index__") or n < 1:
             raise ValueError(f"causal_mask: {name} must be a positive int, got {n!r}")
     T, S = int(T), int(S)
-    xp = xp or current()
+    xp = xp or current_array_module()
     return xp.triu(xp.ones((T, S), dtype=bool), k=1)  # (T, S)
 
 
@@ -47,20 +49,68 @@ def check_mask_kind(name, m):
         raise ValueError(f"{name} holds NaN or +inf; use -inf (or a bool mask) for positions that are not allowed")
 
 
+def cast_mask(m, dtype):
+    """Float mask ``m`` in ``dtype``; entries beyond ``dtype``'s finite range become ``∓inf`` (no overflow warning).
+
+    A bool mask becomes ``-inf`` where True and 0 elsewhere.
+    """
+    xp = get_array_module(m)
+    if m.dtype == bool:
+        return xp.where(m, -xp.inf, 0.0).astype(dtype)
+    fi = xp.finfo(dtype)
+    if m.dtype.itemsize * 8 <= fi.bits:
+        return m.astype(dtype, copy=False)
+    lo, hi = float(fi.min), float(fi.max)  # Python floats: no NumPy scalar meets a CuPy array
+    inside = xp.clip(m, lo, hi).astype(dtype)  # in range: the cast cannot overflow
+    return xp.where(m < lo, -xp.inf, xp.where(m > hi, xp.inf, inside)).astype(dtype, copy=False)
+
+
+def add_mask(scores, mask):
+    """``scores += mask`` in place, without overflow; returns ``scores`` (callers own it).
+
+    Where the exact sum leaves the finite range of ``scores.dtype`` (two ``finfo.min``
+    entries, say) the result is ``-inf`` (``+inf``), as IEEE overflow gives, but no
+    "overflow in add" is raised: the bounds ``finfo.min - min(mask, 0)`` and
+    ``finfo.max - max(mask, 0)`` cannot themselves overflow, and the scores are clamped
+    to them before the add. ``mask`` must broadcast to ``scores`` and share its dtype.
+    """
+    xp = get_array_module(scores, mask)
+    fi = xp.finfo(scores.dtype)
+    low, high = float(fi.min) - xp.minimum(mask, 0), float(fi.max) - xp.maximum(mask, 0)  # mask-shaped bounds
+    low = xp.where(mask == -xp.inf, -xp.inf, low)  # a -inf entry gives -inf by itself: no bound, no flag
+    below, above = scores < low, scores > high  # where the sum would leave the range (rarely anywhere)
+    xp.maximum(scores, low, out=scores)
+    xp.minimum(scores, high, out=scores)
+    scores += mask  # in range now
+    xp.copyto(scores, -xp.inf, where=below)
+    xp.copyto(scores, xp.inf, where=above)
+    return scores
+
+
+def dead_keys(mask):
+    """Bool ``(..., S)``: the keys that ``mask`` (broadcastable to ``(..., T, S)``) hides from every query.
+
+    Bool entries True and float entries ``-inf`` count as hidden.
+    """
+    xp = get_array_module(mask)
+    hidden = mask if mask.dtype == bool else mask == -xp.inf  # (..., T, S)
+    return hidden if hidden.ndim < 2 else hidden.all(axis=-2)  # (..., S)
+
+
 def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dtype):
     """One mask broadcastable to ``(B, h, T, S)`` from ``attn_mask`` and ``key_padding_mask``.
 
     Two bool masks are OR-ed (stays bool: masked scores are replaced). If either
-    is float, the result is float: bool entries become ``-inf`` (weight exactly 0).
+    is float, the result is float: bool entries become ``-inf`` (weight exactly 0),
+    and the sum is taken without overflow (:func:`add_mask`).
 
     Returns:
         ``None``, or a bool/``dtype`` array broadcastable to ``(B, h, T, S)``.
 
     Raises:
         TypeError: a mask is neither bool nor float.
-        ValueError: a mask's shape does not fit ``(B, h, T, S)`` / ``(B, S)``.
+        ValueError: a mask's shape does not fit ``(B, h, T, S)`` / ``(B, S)``, or a float mask holds NaN or +inf.
     """
-    xp = get_array_module(attn_mask, key_padding_mask)
     masks = []
     if attn_mask is not None:
         check_mask_kind("attn_mask", attn_mask)
@@ -78,11 +128,14 @@ def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dty
         if key_padding_mask.shape != (B, S):
             raise ValueError(f"key_padding_mask has shape {key_padding_mask.shape}; expected (B, S)=({B}, {S})")
         masks.append(key_padding_mask.reshape(B, 1, 1, S))
+    get_array_module(*masks)
     if not masks:
         return None
     if all(m.dtype == bool for m in masks):
         return masks[0] if len(masks) == 1 else masks[0] | masks[1]
-    out = 0
-    for m in masks:
-        out = out + (xp.where(m, -xp.inf, 0.0) if m.dtype == bool else m).astype(dtype, copy=False)
-    return out
+    if len(masks) == 1:
+        return cast_mask(masks[0], dtype)
+    first = cast_mask(masks[0], dtype)
+    out = get_array_module(first).zeros(broadcast_shape(first.shape, masks[1].shape), dtype=dtype)
+    out += first  # a fresh array of the joint shape, so the sum can be taken in place
+    return add_mask(out, cast_mask(masks[1], dtype))

@@ -21,14 +21,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import get_array_module
-from mhattn.functional.attention import (
-    AttentionCache,
-    scaled_dot_product_attention_backward,
-    scaled_dot_product_attention_forward,
-)
+from mhattn.backend import get_array_module, read_only
+from mhattn.functional.attention import AttentionCache, attend, scaled_dot_product_attention_backward
 from mhattn.functional.attention_tiled import TiledAttentionCache, tiled_attention_backward, tiled_attention_forward
-from mhattn.functional.checks import check_mha_inputs
+from mhattn.functional.checks import check_dropout, check_mha_inputs
 from mhattn.functional.heads import (
     HeadsCache,
     combine_heads_backward,
@@ -37,7 +33,7 @@ from mhattn.functional.heads import (
     split_heads_forward,
 )
 from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
-from mhattn.functional.masks import causal_mask, merge_masks
+from mhattn.functional.masks import causal_mask, dead_keys, merge_masks
 
 PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
 
@@ -78,6 +74,14 @@ def _add_causal(mask, T, S, query):
     return mask + xp.where(causal, -xp.inf, 0.0).astype(query.dtype)
 
 
+def _zero_dead_keys(key, value, mask, bhs):
+    """``key``/``value`` with the positions hidden from every head and query set to 0 (fresh arrays)."""
+    xp = get_array_module(key)
+    dead = xp.broadcast_to(dead_keys(mask), bhs).all(axis=1)[..., None]  # (B, S, 1)
+    zeroed_key = xp.where(dead, 0, key)  # (B, S, kdim)
+    return zeroed_key, (zeroed_key if value is key else xp.where(dead, 0, value))  # (B, S, vdim)
+
+
 def multi_head_attention_forward(
     query,
     key,
@@ -110,17 +114,27 @@ def multi_head_attention_forward(
 
     Returns:
         ``(out, weights, cache)``: ``out`` ``(B, T, d_model)``; ``weights``
-        ``(B, h, T, S)`` per head, before dropout (``None`` when ``tiled``).
+        ``(B, h, T, S)`` per head, before dropout, read-only (a view of the cached
+        weights on NumPy, a copy on CuPy); ``None`` when ``tiled``.
+
+    A key position that the masks hide from every query of every head has no influence
+    on the output or any gradient, whatever ``key`` and ``value`` hold there (NaN, inf),
+    when ``key`` is a separate array. In self-attention that position is also a query,
+    so its own output row (and, through it, the weight gradients) still sees what it holds.
 
     Raises:
-        TypeError, ValueError: see :func:`mhattn.functional.checks.check_mha_inputs`
-        and :func:`mhattn.functional.masks.merge_masks`; ValueError for ``tiled`` with dropout.
+        TypeError, ValueError: see :func:`mhattn.functional.checks.check_mha_inputs`,
+        :func:`mhattn.functional.checks.check_dropout` and :func:`mhattn.functional.masks.merge_masks`;
+        ValueError for ``tiled`` with dropout.
     """
     check_mha_inputs(query, key, value, params, num_heads, head_mask)
+    check_dropout(dropout_p, rng)
     B, T, S = query.shape[0], query.shape[1], key.shape[1]
     if tiled and dropout_p > 0:
         raise ValueError(f"tiled attention has no dropout (it never forms the weights); got dropout_p={dropout_p}")
     mask = merge_masks(attn_mask, key_padding_mask, B, num_heads, T, S, query.dtype)
+    if mask is not None and key is not query:
+        key, value = _zero_dead_keys(key, value, mask, (B, num_heads, S))
     if is_causal and not tiled:
         mask = _add_causal(mask, T, S, query)
     # 1. the three projections
@@ -133,7 +147,7 @@ def multi_head_attention_forward(
     if tiled:
         (heads, _, att), weights = tiled_attention_forward(q, k, v, mask, causal=is_causal), None  # (B, h, T, d_k)
     else:
-        heads, weights, att = scaled_dot_product_attention_forward(q, k, v, mask, dropout_p, rng)  # (B, h, T, d_k)
+        heads, weights, att = attend(q, k, v, mask, dropout_p, rng)  # (B, h, T, d_k)
     # 4. the head mask ξ scales each head's output
     masked = heads
     if head_mask is not None:
@@ -142,6 +156,7 @@ def multi_head_attention_forward(
     concat, _ = combine_heads_forward(masked)  # (B, T, d_model)
     # 6. output projection
     out, out_proj = linear_forward(concat, params["W_o"], params.get("b_o"))  # (B, T, d_model)
+    weights = None if weights is None else read_only(weights)
     return out, weights, MHACache(proj, split, att, heads, head_mask, out_proj)
 
 

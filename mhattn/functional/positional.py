@@ -40,7 +40,7 @@ def positional_encoding_forward(x):
         x: ``(B, T, d_model)`` float32/float64 (``d_model`` even).
 
     Returns:
-        ``(out, cache)``; ``out`` ``(B, T, d_model)``, dtype of ``x``.
+        ``(out, cache)``; ``out`` ``(B, T, d_model)``, dtype of ``x``, a fresh array.
     """
     if x.ndim != 3:
         raise ValueError(f"positional encoding: x must be (B, T, d_model), got shape {x.shape}")

@@ -2,7 +2,7 @@
 
 Vaswani et al. 2017, eq. (1): ``softmax(Q K^T / sqrt(d_k))``. Stable: the row
 maximum is subtracted first, so ``exp`` never overflows. A masked entry is
-*replaced* (its weight is exactly 0, so it has no influence at all). A row
+*replaced* (its weight is exactly 0, bit for bit). A row
 with no allowed entry gets all-zero weights and zero gradients, where torch's
 eager path gives NaN (pytorch/pytorch#41508).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import broadcasts_to, get_array_module
+from mhattn.backend import broadcasts_to, get_array_module, read_only
 
 
 class SoftmaxCache(NamedTuple):
@@ -28,17 +28,28 @@ def softmax_forward(scores, mask=None, *, overwrite_input: bool = False):
 
     Returns:
         ``(probs, cache)``; ``probs`` has the shape and dtype of ``scores``, rows sum
-        to 1 (or to 0 for a row with nothing allowed).
+        to 1 (or to 0 for a row with nothing allowed). ``probs`` is read-only (a view
+        of the cached array on NumPy, a copy on CuPy), so writing into it cannot change
+        what :func:`softmax_backward` returns.
 
     Raises:
         TypeError: ``mask`` is not boolean.
         ValueError: ``mask`` does not broadcast to ``scores``' shape.
     """
-    xp = get_array_module(scores, mask)
+    get_array_module(scores, mask)
     if mask is not None and mask.dtype != bool:
         raise TypeError(f"softmax: mask must be boolean (True = not allowed), got dtype {mask.dtype}")
     if mask is not None and not broadcasts_to(mask.shape, scores.shape):
         raise ValueError(f"softmax: mask of shape {mask.shape} does not broadcast to scores {scores.shape}")
+    probs = masked_softmax(scores, mask, overwrite_input=overwrite_input)
+    return read_only(probs), SoftmaxCache(probs)
+
+
+def masked_softmax(scores, mask=None, *, overwrite_input: bool = False):
+    """The steps of :func:`softmax_forward` on checked inputs; returns ``probs`` ``(..., S)`` (writable, fresh
+    unless ``overwrite_input``). No device synchronisation: every step is an array op.
+    """
+    xp = get_array_module(scores)
     # 1. masked entries are replaced by -inf, so exp gives exactly 0
     if mask is not None:
         z = xp.where(mask, -xp.inf, scores).astype(scores.dtype, copy=False)
@@ -46,15 +57,13 @@ def softmax_forward(scores, mask=None, *, overwrite_input: bool = False):
         z = scores if overwrite_input else scores.copy()
     # 2. subtract the row maximum (a row that is all -inf uses 0 instead)
     m = z.max(axis=-1, keepdims=True)  # (..., 1)
-    m[~xp.isfinite(m)] = 0
-    z -= m
+    z -= xp.where(xp.isfinite(m), m, 0)
     # 3. exponentiate in place
     xp.exp(z, out=z)
     # 4. normalise; an all-masked row has sum 0 and stays all 0
     s = z.sum(axis=-1, keepdims=True)  # (..., 1)
-    s[s == 0] = 1
-    z /= s
-    return z, SoftmaxCache(z)
+    z /= xp.where(s == 0, 1, s)
+    return z
 
 
 def softmax_backward(dprobs, cache: SoftmaxCache):

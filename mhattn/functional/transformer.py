@@ -57,7 +57,8 @@ def transformer_forward(
 
     Returns:
         ``(logits, weights, cache)``: ``logits`` a tuple of K arrays ``(B, T, C_k)``;
-        ``weights`` a tuple of L arrays ``(B, h, T, T)``.
+        ``weights`` a tuple of L arrays ``(B, h, T, T)``, read-only (views of the cached weights on
+        NumPy, copies on CuPy); the logits are fresh arrays.
 
     Raises:
         ValueError: ``head_mask`` has the wrong leading size.

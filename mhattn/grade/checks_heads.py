@@ -42,7 +42,7 @@ def hidden_ex08(rng):
             Call("count_parameters", (d, h),
                  number(f"count_parameters({d}, {h})", MultiHeadAttention(d, h).num_parameters(), exact_int=True)),
             Call("count_block_diagonal", (d, h),
-                 number(f"count_block_diagonal({d}, {h})", counting.explainer_count(d, h), exact_int=True)),
+                 number(f"count_block_diagonal({d}, {h})", counting.count_block_diagonal(d, h), exact_int=True)),
         ]  # fmt: skip
     return calls
 

@@ -31,7 +31,7 @@ def head_confidence(weights):
     return weights.max(axis=-1).mean(axis=(1, 3))
 
 
-def positional_stats(weights, causal=False):
+def positional_stats(weights):
     """For each head, the most frequent relative offset of its argmax and how often it is hit.
 
     Returns:

@@ -1,7 +1,10 @@
-"""Stateful layers: parameters, gradients and the last cache around the functional ops."""
+"""Stateful modules: parameters, gradients and the last cache around the functional ops.
+
+``MultiHeadAttention`` and ``TransformerModel`` (with its ``ModelConfig``); each layer's
+initialiser is in :mod:`mhattn.nn.init`, torch state-dict I/O in :mod:`mhattn.nn.torch_io`.
+"""
 
 from mhattn.nn.attention import MultiHeadAttention
-from mhattn.nn.layers import Embedding, EncoderBlock, FeedForward, LayerNorm
 from mhattn.nn.transformer import ModelConfig, TransformerModel
 
-__all__ = ["Embedding", "EncoderBlock", "FeedForward", "LayerNorm", "ModelConfig", "MultiHeadAttention", "TransformerModel"]
+__all__ = ["ModelConfig", "MultiHeadAttention", "TransformerModel"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mhattn.backend import get_array_module, is_array
+from mhattn.backend import asarray, get_array_module, is_array
 from mhattn.functional.mha import multi_head_attention_backward, multi_head_attention_forward
 from mhattn.nn.init import init_mha_params
 from mhattn.nn.torch_io import params_from_torch, params_to_torch
@@ -74,7 +74,8 @@ class MultiHeadAttention:
         self.d_k = self.d_model // self.num_heads
         self.bias, self.dropout = bool(bias), float(dropout)
         init_seed, dropout_seed = np.random.SeedSequence(seed).spawn(2)
-        self.params = init_mha_params(self.d_model, self.kdim, self.vdim, self.bias, self.dtype, np.random.default_rng(init_seed))
+        host = init_mha_params(self.d_model, self.kdim, self.vdim, self.bias, self.dtype, np.random.default_rng(init_seed))
+        self.params = {name: asarray(p) for name, p in host.items()}
         self.rng = np.random.default_rng(dropout_seed)  # dropout masks, drawn on the host
         self.grads = {}
         self._cache = None

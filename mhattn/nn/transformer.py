@@ -6,7 +6,6 @@ last cache; the maths lives in the functional pairs.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -14,7 +13,7 @@ import numpy as np
 from mhattn.backend import asarray, get_array_module
 from mhattn.functional.encoder import BLOCK_PARAM_NAMES
 from mhattn.functional.transformer import transformer_backward, transformer_forward
-from mhattn.nn.init import init_mha_params
+from mhattn.nn.init import init_embedding, init_encoder_block, init_layernorm, init_linear
 
 
 @dataclass(frozen=True)
@@ -37,42 +36,26 @@ class ModelConfig:
         return {**asdict(self), "output_sizes": list(self.output_sizes)}
 
 
-def _uniform(rng, shape, fan_in, dtype):
-    a = 1.0 / math.sqrt(fan_in)
-    return rng.uniform(-a, a, size=shape).astype(dtype)
+def _host_params(cfg: ModelConfig, rng: np.random.Generator, dtype):
+    """The flat parameters as host arrays, composed from the per-layer initialisers of :mod:`mhattn.nn.init`."""
+    p = {f"embed.{n}": v for n, v in init_embedding(cfg.vocab_size, cfg.d_model, rng, dtype).items()}
+    for layer in range(cfg.num_layers):
+        block = init_encoder_block(cfg.d_model, cfg.d_ff, rng, dtype)
+        p.update({f"blocks.{layer}.{n}": block[n] for n in BLOCK_PARAM_NAMES})
+    p.update({f"ln_f.{n}": v for n, v in init_layernorm(cfg.d_model, dtype).items()})
+    for k, c in enumerate(cfg.output_sizes):
+        p.update({f"out.{k}.{n}": v for n, v in init_linear(cfg.d_model, c, rng, dtype).items()})
+    return p
 
 
 def init_params(cfg: ModelConfig, rng: np.random.Generator, dtype="float32"):
     """Fresh flat parameters (see :mod:`mhattn.functional.transformer` for the names), on the current backend."""
-    d, f = cfg.d_model, cfg.d_ff
-    p = {"embed.W": rng.standard_normal((cfg.vocab_size, d)).astype(dtype)}
-    for layer in range(cfg.num_layers):
-        pre = f"blocks.{layer}."
-        attn = init_mha_params(d, d, d, True, np.dtype(dtype), rng)
-        p.update({f"{pre}attn.{n}": v for n, v in attn.items()})
-        p.update({f"{pre}ln1.gamma": np.ones(d, dtype), f"{pre}ln1.beta": np.zeros(d, dtype)})
-        p.update({f"{pre}ln2.gamma": np.ones(d, dtype), f"{pre}ln2.beta": np.zeros(d, dtype)})
-        p.update({f"{pre}ff.W1": _uniform(rng, (d, f), d, dtype), f"{pre}ff.b1": np.zeros(f, dtype)})
-        p.update({f"{pre}ff.W2": _uniform(rng, (f, d), f, dtype), f"{pre}ff.b2": np.zeros(d, dtype)})
-    p.update({"ln_f.gamma": np.ones(d, dtype), "ln_f.beta": np.zeros(d, dtype)})
-    for k, c in enumerate(cfg.output_sizes):
-        p.update({f"out.{k}.W": _uniform(rng, (d, c), d, dtype), f"out.{k}.b": np.zeros(c, dtype)})
-    return {n: asarray(v) for n, v in p.items()}
+    return {n: asarray(v) for n, v in _host_params(cfg, rng, dtype).items()}
 
 
 def param_shapes(cfg: ModelConfig):
-    """Expected ``{name: shape}`` for ``cfg`` (used to validate checkpoints)."""
-    d, f = cfg.d_model, cfg.d_ff
-    block = {"ln1.gamma": (d,), "ln1.beta": (d,), "ln2.gamma": (d,), "ln2.beta": (d,), "ff.W1": (d, f), "ff.b1": (f,)}
-    block.update({"ff.W2": (f, d), "ff.b2": (d,)})
-    block.update({f"attn.{n}": (d, d) for n in ("W_q", "W_k", "W_v", "W_o")})
-    block.update({f"attn.{n}": (d,) for n in ("b_q", "b_k", "b_v", "b_o")})
-    shapes = {"embed.W": (cfg.vocab_size, d), "ln_f.gamma": (d,), "ln_f.beta": (d,)}
-    for layer in range(cfg.num_layers):
-        shapes.update({f"blocks.{layer}.{n}": block[n] for n in BLOCK_PARAM_NAMES})
-    for k, c in enumerate(cfg.output_sizes):
-        shapes.update({f"out.{k}.W": (d, c), f"out.{k}.b": (c,)})
-    return shapes
+    """Expected ``{name: shape}`` for ``cfg`` (used to validate checkpoints), read off the initialisers."""
+    return {n: v.shape for n, v in _host_params(cfg, np.random.default_rng(0), "float32").items()}
 
 
 class TransformerModel:

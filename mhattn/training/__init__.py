@@ -9,11 +9,12 @@ Typical use::
 
 from mhattn.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from mhattn.training.loop import evaluate, multi_loss, train
-from mhattn.training.tasks import RolesTask, TextTask, task_from_meta
+from mhattn.training.tasks import RolesTask, Task, TextTask, task_from_meta
 
 __all__ = [
     "CheckpointError",
     "RolesTask",
+    "Task",
     "TextTask",
     "evaluate",
     "load_checkpoint",

@@ -82,7 +82,7 @@ def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_d
     """Train (or fine-tune) a model on ``task`` with Adam.
 
     Args:
-        task: :class:`~mhattn.training.tasks.RolesTask` or ``TextTask``.
+        task: a :class:`~mhattn.training.tasks.Task` (``RolesTask``, ``TextTask``).
         cfg: model configuration (ignored when ``model`` is given).
         head_dropout: probability of switching a head off per example and step.
         model: continue training this model instead of a fresh one.

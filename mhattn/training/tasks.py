@@ -19,9 +19,43 @@ last 10% for validation.
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 import numpy as np
 
 ROLE_NAMES = ("prev", "next", "rare")
+
+
+@runtime_checkable
+class Task(Protocol):
+    """What the training loop, the evaluation and the head analysis need from a task.
+
+    ``ids`` are ``(B, T)`` int64 token ids in ``[0, vocab_size)``; ``targets`` is a tuple
+    with one ``(B, T)`` int64 array per classifier (``len(output_sizes)`` of them).
+    """
+
+    name: str  # recorded in checkpoints; task_from_meta rebuilds the task from it
+    vocab_size: int  # V, input token ids
+    seq_len: int  # T
+    output_names: tuple  # one name per classifier
+    output_sizes: tuple  # classes per classifier
+    causal: bool  # whether the model must not see future positions
+
+    def sample(self, batch_size: int, rng: np.random.Generator) -> tuple:
+        """A fresh training batch ``(ids, targets)``."""
+        ...
+
+    def eval_set(self, n: int, seed: int) -> tuple:
+        """A fixed evaluation set ``(ids, targets)`` of ``n`` sequences."""
+        ...
+
+    def rarity(self) -> np.ndarray:
+        """``(V,)`` rank of each id by rarity: larger is rarer."""
+        ...
+
+    def to_meta(self) -> dict:
+        """JSON-ready arguments that rebuild the task (with ``name``)."""
+        ...
 
 
 class RolesTask:
@@ -53,12 +87,12 @@ class RolesTask:
         rare = np.repeat(ids.max(axis=1, keepdims=True), T, axis=1)  # (B, T) largest id = rarest
         return prev.astype(np.int64), nxt.astype(np.int64), rare.astype(np.int64)
 
-    def sample(self, batch_size, rng, split="train"):
-        """A fresh batch ``(ids (B, T) int64, targets)``; ``split`` is ignored (the task is infinite)."""
+    def sample(self, batch_size, rng):
+        """A fresh batch ``(ids (B, T) int64, targets)`` (the task is infinite: no train/validation split)."""
         ids = rng.choice(self.vocab_size, size=(batch_size, self.seq_len), p=self.probs).astype(np.int64)
         return ids, self.targets(ids)
 
-    def eval_set(self, n=1024, seed=12345, split="val"):
+    def eval_set(self, n=1024, seed=12345):
         """A fixed evaluation set of ``n`` sequences."""
         return self.sample(n, np.random.default_rng(seed))
 
@@ -103,13 +137,21 @@ class TextTask:
         self.causal = True
 
     def sample(self, batch_size, rng, split="train"):
-        """Random windows: ``ids`` ``(B, T)`` and the next-character targets ``((B, T),)``."""
+        """Random windows of the ``split`` ("train" or "val") text: ``ids`` ``(B, T)`` and the next-character
+        targets ``((B, T),)``.
+
+        Raises:
+            ValueError: ``split`` is neither "train" nor "val".
+        """
+        if split not in ("train", "val"):
+            raise ValueError(f"split must be 'train' or 'val', got {split!r}")
         data = self.train if split == "train" else self.val
         start = rng.integers(0, len(data) - self.seq_len - 1, size=batch_size)
         win = data[start[:, None] + np.arange(self.seq_len + 1)]  # (B, T+1)
         return win[:, :-1], (win[:, 1:],)
 
     def eval_set(self, n=256, seed=12345, split="val"):
+        """A fixed set of ``n`` windows from the held-out text (``split="val"``)."""
         return self.sample(n, np.random.default_rng(seed), split)
 
     def rarity(self):
@@ -124,8 +166,12 @@ class TextTask:
         return {"name": self.name, "seq_len": self.seq_len, "val_fraction": self.val_fraction, "charset": self.charset}
 
 
-def task_from_meta(meta):
-    """Rebuild the task recorded in a checkpoint's metadata."""
+def task_from_meta(meta) -> Task:
+    """Rebuild the task recorded in a checkpoint's metadata.
+
+    Raises:
+        ValueError: an unknown task name.
+    """
     kw = {k: v for k, v in meta.items() if k != "name"}
     tasks = {"roles": RolesTask, "text": TextTask}
     if meta.get("name") not in tasks:
