@@ -38,7 +38,8 @@ def _mask(L, h, removed):
 
 
 def _copy(model):
-    return TransformerModel(model.cfg, params=dict(model.params))
+    """A model with its own parameter arrays (optimisers update arrays in place)."""
+    return TransformerModel(model.cfg, params={n: p.copy() for n, p in model.params.items()})
 
 
 def random_removals(model, data, base, n_remove, n_random, rng):
