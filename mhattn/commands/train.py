@@ -13,8 +13,8 @@ def add_parser(sub, name):
     p = sub.add_parser(name, help="train a model on the planted-roles task or on CPython's text")
     p.add_argument("--task", choices=["roles", "text"], default="roles", help="what to learn")
     p.add_argument("--head-dropout", type=float_in(0.0, 1.0, high_open=True), default=None,
-                   help="head dropout p in [0, 1); default: the recipe's (0 for roles and text; "
-                        "roles with p > 0 is the roles-headdropout recipe, 0.3)")  # fmt: skip
+                   help="head dropout p in [0, 1); with --task roles, p > 0 trains the roles-headdropout recipe "
+                        "(which uses 0.3); default: no head dropout")  # fmt: skip
     p.add_argument("--steps", type=positive_int, default=None, help="training steps; default: the recipe's")
     p.add_argument("--batch-size", type=int_in(1, 65536), default=None, help="sequences per step; default: the recipe's")
     p.add_argument("--lr", type=positive_float, default=None, help="peak learning rate; default: the recipe's")

@@ -12,7 +12,7 @@ from mhattn.backend import get_array_module
 
 
 class CrossEntropyCache(NamedTuple):
-    probs: object  # (N, C) softmax of the logits
+    logp: object  # (N, C) log-softmax of the logits
     targets: object  # (N,) targets with ignored ones replaced by 0
     valid: object  # (N,) bool, False where target == ignore_index
     count: int  # number of valid targets
@@ -54,7 +54,7 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
     count = int(valid.sum())
     picked = logp[xp.arange(y.size), safe] * valid  # (N,)
     loss = -float(picked.sum()) / max(count, 1)
-    return loss, CrossEntropyCache(xp.exp(logp), safe, valid, count, logits.shape)
+    return loss, CrossEntropyCache(logp, safe, valid, count, logits.shape)
 
 
 def cross_entropy_backward(dloss, cache: CrossEntropyCache):
@@ -63,11 +63,11 @@ def cross_entropy_backward(dloss, cache: CrossEntropyCache):
     Returns:
         ``dlogits`` with the logits' shape.
     """
-    xp = get_array_module(cache.probs)
+    xp = get_array_module(cache.logp)
     # step 2 was: mean over valid targets of -logp[y]
     # step 1 was: log-softmax -> d/dz = softmax - onehot
     # step 0 was: ignored rows replaced by zeros -> their gradient is zero (the valid factor below)
-    grad = cache.probs.copy()  # (N, C)
+    grad = xp.exp(cache.logp)  # (N, C) softmax, computed here so an evaluation-only forward skips it
     grad[xp.arange(grad.shape[0]), cache.targets] -= 1.0
     grad *= (cache.valid * (float(dloss) / max(cache.count, 1)))[:, None].astype(grad.dtype)
     return grad.reshape(cache.shape)

@@ -20,7 +20,7 @@ import numpy as np
 
 from mhattn.backend import asarray, to_numpy
 from mhattn.optim import Adam
-from mhattn.training.loop import multi_loss
+from mhattn.training.loop import multi_loss, progress_bar
 
 BETA, LOW, HIGH = 0.33, -0.1, 1.1
 
@@ -52,13 +52,15 @@ def deterministic_gates(log_alpha):
     return np.clip(_sigmoid(log_alpha) * (HIGH - LOW) + LOW, 0.0, 1.0)
 
 
-def train_gates(model, task, *, l0_lambda=0.05, steps=300, batch_size=128, lr=1e-3, gate_lr=0.1, init=3.0, seed=0):
+def train_gates(model, task, *, l0_lambda=0.05, steps=300, batch_size=128, lr=1e-3, gate_lr=0.1, init=3.0, seed=0,
+                progress=False):  # fmt: skip
     """Fine-tune ``model`` together with one gate per head; ``model.params`` are updated in place
     (pass a copy with its own arrays to keep the original).
 
     Args:
         l0_lambda: weight of the L0 penalty (per head, in nats).
         init: starting ``log_alpha`` (gates open).
+        progress: a tqdm bar: True, False, or None (on a terminal only).
 
     Returns:
         dict with ``gates`` ``(L, h)`` test-time values, ``open`` (count), ``log_alpha``
@@ -70,7 +72,7 @@ def train_gates(model, task, *, l0_lambda=0.05, steps=300, batch_size=128, lr=1e
     opt = Adam(model.params, lr=lr, clip=1.0)
     gate_opt = Adam({"log_alpha": log_alpha}, lr=gate_lr)
     dtype = model.params["embed.W"].dtype
-    history = []
+    history, bar = [], progress_bar(steps, progress, desc="gates")
     for step in range(steps):
         ids, targets = task.sample(batch_size, rng)
         z, dz = sample_gates(gate_opt.params["log_alpha"], batch_size, rng)
@@ -83,6 +85,8 @@ def train_gates(model, task, *, l0_lambda=0.05, steps=300, batch_size=128, lr=1e
         gate_opt.step({"log_alpha": dalpha})
         if step % 50 == 0 or step == steps - 1:
             history.append((step, float(loss), l0))
+        bar.update()
+    bar.close()
     la = gate_opt.params["log_alpha"]
     gates = deterministic_gates(la)
     return {"gates": gates, "open": int((gates > 0).sum()), "log_alpha": la, "history": history}
