@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mhattn.backend import get_array_module
 
 
@@ -33,24 +35,24 @@ def _scalar(name, value, low=0.0, strict=False):
 
 
 def _global_norm(grads):
-    """``sqrt(sum of g^2)`` over all arrays, without overflow or underflow in their dtype."""
+    """``sqrt(sum of g^2)`` over all arrays, correct even where a square overflows or underflows their dtype."""
+    with np.errstate(over="ignore", under="ignore"):  # such a sum is detected below and redone scaled
+        total = math.sqrt(sum(float((g * g).sum()) for g in grads))
+    tiny = max((float(get_array_module(g).finfo(g.dtype).tiny) for g in grads), default=0.0)
+    if math.isfinite(total) and total * total >= tiny * 2**20:  # the plain sum (the common case) is exact enough
+        return total
     peak = max((float(abs(g).max()) for g in grads if g.size), default=0.0)
     if peak == 0.0 or not math.isfinite(peak):
         return peak
-    size = sum(g.size for g in grads)
-    finfo = [get_array_module(g).finfo(g.dtype) for g in grads]
-    safe = all(float(f.tiny) < peak * peak and peak * peak * size < float(f.max) for f in finfo)
-    if safe:  # the plain sum (the common case)
-        return math.sqrt(sum(float((g * g).sum()) for g in grads))
     return peak * math.sqrt(sum(float(((g / peak) ** 2).sum()) for g in grads))
 
 
 def clip_grad_norm(grads, max_norm):
     """Scale all gradients together so their global ℓ2 norm is at most ``max_norm``.
 
-    The squares are summed directly when none can overflow or underflow in the gradients'
-    dtype; otherwise the norm is ``m * sqrt(sum((g / m)^2))`` with ``m`` the largest ``|g|``,
-    so float32 gradients of 1e20 give a norm of 1e21, not ``inf``.
+    The squares are summed directly; when that sum overflows (or is too small to be exact)
+    in the gradients' dtype, the norm is ``m * sqrt(sum((g / m)^2))`` with ``m`` the largest
+    ``|g|``, so float32 gradients of 1e20 give a norm of 1e21, not ``inf``.
 
     Args:
         grads: dict name -> array (any float dtype; each keeps its dtype).

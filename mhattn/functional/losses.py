@@ -45,7 +45,8 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
     if y.size and (int(safe.min()) < 0 or int(safe.max()) >= C):
         raise ValueError(f"cross_entropy: targets must be in [0, {C}) or {ignore_index}")
     # 0. ignored rows are replaced by zeros: whatever they hold (NaN, -inf) cannot reach the loss or the gradient
-    z = xp.where(valid[:, None], z, 0)  # (N, C)
+    if not bool(valid.all()):
+        z = xp.where(valid[:, None], z, 0)  # (N, C)
     # 1. log-softmax, shifted by the row maximum for stability
     shifted = z - z.max(axis=1, keepdims=True)  # (N, C)
     logsumexp = xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))  # (N, 1)

@@ -82,6 +82,7 @@ def michel_iterative(model, data, n_remove, step=1, start=()):
 def pruning_curve(model, data, base, orders, rng, evaluator=None):
     """Loss after removing 0%, 10%, ..., 100% of the heads: by importance (Michel, re-scored) and at random.
 
+    ``base`` (the unpruned model's :func:`masked_eval` on ``data``) is the 0% point of both curves;
     ``evaluator``: a :class:`HeadMaskEvaluator` of ``model`` on ``data`` to reuse (built otherwise).
     """
     L, h = model.cfg.num_layers, model.cfg.num_heads
@@ -92,12 +93,12 @@ def pruning_curve(model, data, base, orders, rng, evaluator=None):
     by_imp, removed = [], []
     for k in counts:
         removed = michel_iterative(model, data, k, step=k - len(removed), start=removed) if k else []
-        by_imp.append(ev.evaluate(_mask(L, h, removed)))
+        by_imp.append(ev.evaluate(_mask(L, h, removed)) if k else base)
         bar.update()
     perms = [rng.permutation(H) for _ in range(orders)]
     rand = []
     for k in counts:
-        rand.append([ev.evaluate(_mask(L, h, p[:k])) for p in perms])
+        rand.append([ev.evaluate(_mask(L, h, p[:k])) if k else base for p in perms])
         bar.update()
     bar.close()
     return {
