@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from mhattn.commands import UsageError, float_in, int_in, non_negative_int, output_dir, positive_int
-from mhattn.heads.answers import answers
-from mhattn.heads.prune import PruneSettings, run_prune
+from mhattn.commands.prune_jobs import available_cpus, prune_all
 from mhattn.training.checkpoint import SHIPPED, CheckpointError, load_checkpoint
 from mhattn.training.tasks import task_from_meta
 
@@ -45,6 +44,8 @@ def add_parser(sub, name):
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed for subsets, orders, fine-tuning and gates")
     p.add_argument("--out", type=output_dir, default=Path("prune_report"), help="folder for report.json and PNGs")
     p.add_argument("--no-plots", action="store_true", help="write report.json only, no PNGs")
+    p.add_argument("--jobs", type=int_in(1, 64), default=min(2, available_cpus()),
+                   help="models run at once, each in its own process (same numbers for any value)")  # fmt: skip
 
 
 def check(args):
@@ -114,17 +115,13 @@ def _jsonable(x):
     return x
 
 
-def run(names, settings_kw):
-    """Run the experiment for each checkpoint; returns ``{name: {q1..., q2..., q3..., summary, details}}``."""
-    models = {}
-    for name in names:
-        model, meta = load_checkpoint(name)
-        task = task_from_meta(meta["task"])
-        kw = dict(settings_kw)
-        kw.setdefault("eval_size", 512 if task.name == "roles" else 256)
-        details = run_prune(model, task, PruneSettings(**kw))
-        models[Path(str(name)).stem] = {**answers(details), "details": details}
-    return models
+def run(names, settings_kw, jobs=1):
+    """Run the experiment for each checkpoint, ``jobs`` at once (see :mod:`mhattn.commands.prune_jobs`).
+
+    Returns:
+        ``{name: {q1..., q2..., q3..., summary, details}}``.
+    """
+    return prune_all(names, settings_kw, jobs)
 
 
 def _attention_png(name, out_dir):
@@ -152,7 +149,7 @@ def main(args) -> int:
     if args.eval_size:
         kw["eval_size"] = args.eval_size
     t0 = time.perf_counter()
-    models = run(names, kw)
+    models = run(names, kw, jobs=args.jobs)
     args.out.mkdir(parents=True, exist_ok=True)
     report = {"report_version": 1, "seconds": round(time.perf_counter() - t0, 1), "models": _jsonable(models)}
     (args.out / "report.json").write_text(json.dumps(report, indent=1))

@@ -146,6 +146,9 @@ class _NoBar:
         pass
 
 
+BAR_POSITION = 0  # the terminal line of this process's bars (``mhattn prune --jobs`` gives each worker its own)
+
+
 def progress_bar(total, enabled=True, desc="train", unit="step"):
     """A tqdm bar when asked for and installed (the ``course`` extra); otherwise one that does nothing.
 
@@ -159,7 +162,7 @@ def progress_bar(total, enabled=True, desc="train", unit="step"):
         if enabled is None:
             from tqdm import tqdm
 
-            return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None, leave=False)
+            return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None, leave=False, position=BAR_POSITION)
         from tqdm.auto import tqdm
     except ImportError:
         return _NoBar()
