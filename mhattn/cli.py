@@ -1,10 +1,19 @@
-"""The ``mhattn`` command. Each subcommand lives in its own module with ``add_parser`` and ``main``."""
+"""The ``mhattn`` command. Each subcommand lives in its own module with ``add_parser`` and ``main``.
+
+Usage errors (a bad option, found while parsing or as :class:`mhattn.commands.UsageError`
+before any work) end as one line on stderr and exit status 2. Any other exception is a
+bug or a failure of the machine and keeps its traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import sys
+
+from mhattn import __version__
+from mhattn.commands import UsageError
 
 # subcommand -> module that defines add_parser(subparsers) and main(args)
 SUBCOMMANDS = {
@@ -15,9 +24,29 @@ SUBCOMMANDS = {
 }
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every option's default, except where the help text already explains a ``None`` default."""
+
+    def _get_help_string(self, action):
+        if action.default is None and "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line: ``<prog>: error: <message> (see <prog> --help)``."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mhattn", description="Multi-head attention built by hand: library and course.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="mhattn", description="Multi-head attention built by hand: library and course.",
+                    formatter_class=HelpFormatter)  # fmt: skip
+    parser.add_argument("--version", action="version", version=f"mhattn {__version__}")
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=functools.partial(Parser, formatter_class=HelpFormatter)
+    )
     for name, module in SUBCOMMANDS.items():
         importlib.import_module(module).add_parser(sub, name)
     return parser
@@ -28,8 +57,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(importlib.import_module(SUBCOMMANDS[args.command]).main(args) or 0)
-    except (ValueError, TypeError, KeyError, FileNotFoundError) as err:  # bad input: a message, not a traceback
-        parser.exit(2, f"mhattn {args.command}: error: {err}\n")
+    except UsageError as err:
+        parser.exit(2, f"mhattn {args.command}: error: {err} (see mhattn {args.command} --help)\n")
 
 
 if __name__ == "__main__":

@@ -1,97 +1,199 @@
-"""Optimisers on flat parameter dicts: SGD and Adam, with weight decay and gradient-norm clipping.
+"""Optimisers on parameter dicts: SGD and Adam, with weight decay and gradient-norm clipping.
 
 Adam: Kingma & Ba 2015, Algorithm 1 (bias-corrected moments). Its weight decay is
 *decoupled* (AdamW, Loshchilov & Hutter 2019): ``p -= lr * wd * p`` beside the Adam
 step, so decay does not pass through the adaptive scaling. SGD's weight decay is the
-classic L2 term added to the gradient. Each step writes new arrays into ``params``;
-the old arrays (held by caches) are left untouched.
+classic L2 term added to the gradient.
+
+Both update the parameter arrays **in place**, as ``torch.optim`` does: give an optimiser
+any subset of a module's dict, e.g. ``SGD({"W_o": mha.params["W_o"]}, lr=0.05)``, and the
+module's own ``W_o`` changes. A parameter with no gradient in a step is left alone (torch
+skips a parameter whose ``.grad`` is ``None``). Caches made before a step see the new
+values, so step after the backward that uses them. Hyperparameters are Python floats and
+every update is computed in the parameter's own dtype: float32 stays float32 whatever
+scalar type ``lr``, ``clip`` or ``max_norm`` had.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mhattn.backend import get_array_module
+
+
+def _scalar(name, value, low=0.0, strict=False):
+    """``value`` as a Python float, checked to be finite and ``> low`` (``strict``) or ``>= low``."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number, got {value!r}") from None
+    if not math.isfinite(x) or x < low or (strict and x == low):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low}, got {value!r}")
+    return x
+
+
+def _global_norm(grads):
+    """``sqrt(sum of g^2)`` over all arrays, correct even where a square overflows or underflows their dtype."""
+    with np.errstate(over="ignore", under="ignore"):  # such a sum is detected below and redone scaled
+        total = math.sqrt(sum(float((g * g).sum()) for g in grads))
+    tiny = max((float(get_array_module(g).finfo(g.dtype).tiny) for g in grads), default=0.0)
+    if math.isfinite(total) and total * total >= tiny * 2**20:  # the plain sum (the common case) is exact enough
+        return total
+    peak = max((float(abs(g).max()) for g in grads if g.size), default=0.0)
+    if peak == 0.0 or not math.isfinite(peak):
+        return peak
+    return peak * math.sqrt(sum(float(((g / peak) ** 2).sum()) for g in grads))
 
 
 def clip_grad_norm(grads, max_norm):
     """Scale all gradients together so their global ℓ2 norm is at most ``max_norm``.
 
+    The squares are summed directly; when that sum overflows (or is too small to be exact)
+    in the gradients' dtype, the norm is ``m * sqrt(sum((g / m)^2))`` with ``m`` the largest
+    ``|g|``, so float32 gradients of 1e20 give a norm of 1e21, not ``inf``.
+
+    Args:
+        grads: dict name -> array (any float dtype; each keeps its dtype).
+        max_norm: a positive number, or ``None`` (no clipping, just the norm).
+
     Returns:
-        ``(clipped, total_norm)``: a new dict and the norm before clipping (a float).
+        ``(clipped, total_norm)``: a new dict (the inputs are not modified) and the norm
+        before clipping, a Python float.
+
+    Raises:
+        ValueError/TypeError: ``max_norm`` is not a positive finite number.
     """
-    total = math.sqrt(sum(float((g * g).sum()) for g in grads.values()))
+    if max_norm is not None:
+        max_norm = _scalar("max_norm", max_norm, strict=True)
+    total = _global_norm(list(grads.values()))
     if max_norm is None or total <= max_norm:
         return dict(grads), total
     scale = max_norm / (total + 1e-12)
     return {n: g * scale for n, g in grads.items()}, total
 
 
-def _check(params, grads):
-    missing = set(params) - set(grads)
-    if missing:
-        raise KeyError(f"no gradient for parameter(s) {sorted(missing)[:5]}")
+class _Optimizer:
+    """Shared checks: the parameters an optimiser holds and the gradients a step receives."""
+
+    def __init__(self, params, lr):
+        if not isinstance(params, dict):
+            raise TypeError(f"params must be a dict name -> array, got {type(params).__name__}")
+        for n, p in params.items():
+            if not hasattr(p, "dtype") or p.dtype.kind != "f":
+                raise TypeError(f"parameter {n!r} must be a floating-point array, got {getattr(p, 'dtype', type(p))}")
+        self.params, self.lr = params, lr
+
+    @property
+    def lr(self):
+        return self._lr
+
+    @lr.setter
+    def lr(self, value):
+        self._lr = _scalar("lr", value, strict=True)
+
+    def _checked(self, grads):
+        """The gradients to apply, clipped; raises on a name, shape or dtype that does not fit."""
+        for n, g in grads.items():
+            if n not in self.params:
+                raise KeyError(f"gradient for unknown parameter {n!r} (this optimiser holds {sorted(self.params)[:8]})")
+            p = self.params[n]
+            if getattr(g, "shape", None) != p.shape:
+                raise ValueError(f"gradient {n!r} has shape {getattr(g, 'shape', None)}, its parameter has {p.shape}")
+            if g.dtype != p.dtype:
+                raise TypeError(f"gradient {n!r} has dtype {g.dtype}, its parameter has {p.dtype}")
+        return clip_grad_norm(grads, self.clip)
 
 
-class SGD:
-    """``v = momentum v + (g + wd p)``; ``p -= lr v``.
+class SGD(_Optimizer):
+    """``v = momentum v + (g + wd p)``; ``p -= lr v``, in place.
 
     Args:
-        params: dict name -> array (updated by :meth:`step`).
+        params: dict name -> float array (updated in place by :meth:`step`).
         lr, momentum, weight_decay: the usual; clip: max global gradient norm or ``None``.
+
+    Raises:
+        TypeError/ValueError: a parameter is not a float array, or a hyperparameter is out of range.
     """
 
     def __init__(self, params, lr=0.1, momentum=0.0, weight_decay=0.0, clip=None):
-        if lr <= 0:
-            raise ValueError(f"lr must be positive, got {lr}")
-        self.params, self.lr, self.momentum, self.weight_decay, self.clip = params, lr, momentum, weight_decay, clip
+        super().__init__(params, lr)
+        self.momentum = _scalar("momentum", momentum)
+        self.weight_decay = _scalar("weight_decay", weight_decay)
+        self.clip = None if clip is None else _scalar("clip", clip, strict=True)
         self.velocity = {}
 
     def step(self, grads):
-        """One update; returns the gradient norm before clipping."""
-        _check(self.params, grads)
-        grads, norm = clip_grad_norm(grads, self.clip)
-        for n, p in self.params.items():
-            g = grads[n] + self.weight_decay * p if self.weight_decay else grads[n]
+        """One update from ``grads`` (a dict with some or all of the parameters' names).
+
+        Returns:
+            The gradient norm before clipping.
+
+        Raises:
+            KeyError: a name the optimiser does not hold. ValueError/TypeError: a gradient's shape/dtype differs.
+        """
+        grads, norm = self._checked(grads)
+        for n, g in grads.items():
+            p = self.params[n]
+            if self.weight_decay:
+                g = g + self.weight_decay * p
             if self.momentum:
-                g = self.momentum * self.velocity.get(n, 0.0) + g
+                g = self.momentum * self.velocity[n] + g if n in self.velocity else g.copy()
                 self.velocity[n] = g
-            self.params[n] = p - self.lr * g
+            p -= self.lr * g
         return norm
 
 
-class Adam:
-    """Adam with decoupled weight decay (AdamW when ``weight_decay > 0``).
+class Adam(_Optimizer):
+    """Adam with decoupled weight decay (AdamW when ``weight_decay > 0``), in place.
 
     Args:
-        params: dict name -> array (updated by :meth:`step`).
+        params: dict name -> float array (updated in place by :meth:`step`).
         lr, betas, eps: Kingma & Ba's alpha, (beta1, beta2), epsilon.
         weight_decay: decoupled decay rate; skipped for 1-D parameters (biases, LayerNorm).
         clip: max global gradient norm, or ``None``.
+
+    Attributes:
+        t: steps taken; ``steps[name]``: steps that updated ``name`` (its bias correction).
+
+    Raises:
+        TypeError/ValueError: a parameter is not a float array, or a hyperparameter is out of range.
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, clip=None):
-        if lr <= 0:
-            raise ValueError(f"lr must be positive, got {lr}")
-        self.params, self.lr, self.betas, self.eps = params, lr, betas, eps
-        self.weight_decay, self.clip, self.t = weight_decay, clip, 0
+        super().__init__(params, lr)
+        self.betas = tuple(_scalar(f"betas[{i}]", b) for i, b in enumerate(betas))
+        if len(self.betas) != 2 or max(self.betas) >= 1.0:
+            raise ValueError(f"betas must be two numbers in [0, 1), got {betas!r}")
+        self.eps = _scalar("eps", eps, strict=True)
+        self.weight_decay = _scalar("weight_decay", weight_decay)
+        self.clip = None if clip is None else _scalar("clip", clip, strict=True)
+        self.t, self.steps = 0, {}
         self.m = {n: get_array_module(p).zeros_like(p) for n, p in params.items()}
         self.v = {n: get_array_module(p).zeros_like(p) for n, p in params.items()}
 
     def step(self, grads):
-        """One update (Algorithm 1); returns the gradient norm before clipping."""
-        _check(self.params, grads)
-        grads, norm = clip_grad_norm(grads, self.clip)
+        """One update (Algorithm 1) from ``grads`` (some or all of the parameters' names).
+
+        Returns:
+            The gradient norm before clipping.
+
+        Raises:
+            KeyError: a name the optimiser does not hold. ValueError/TypeError: a gradient's shape/dtype differs.
+        """
+        grads, norm = self._checked(grads)
         self.t += 1
         b1, b2 = self.betas
-        c1, c2 = 1.0 - b1**self.t, 1.0 - b2**self.t
-        for n, p in self.params.items():
-            g = grads[n]
-            self.m[n] = b1 * self.m[n] + (1.0 - b1) * g
-            self.v[n] = b2 * self.v[n] + (1.0 - b2) * (g * g)
-            xp = get_array_module(p)
-            update = (self.m[n] / c1) / (xp.sqrt(self.v[n] / c2) + self.eps)
+        for n, g in grads.items():
+            p, xp = self.params[n], get_array_module(self.params[n])
+            t = self.steps[n] = self.steps.get(n, 0) + 1
+            self.m[n] *= b1
+            self.m[n] += (1.0 - b1) * g
+            self.v[n] *= b2
+            self.v[n] += (1.0 - b2) * (g * g)
+            update = (self.m[n] / (1.0 - b1**t)) / (xp.sqrt(self.v[n] / (1.0 - b2**t)) + self.eps)
             if self.weight_decay and p.ndim > 1:
-                update = update + self.weight_decay * p
-            self.params[n] = p - self.lr * update
+                update += self.weight_decay * p
+            p -= self.lr * update
         return norm

@@ -104,7 +104,7 @@ def test_mean_ablation_replaces_a_head_by_its_mean_output(rng):
 
 def test_hard_concrete_gate_gradients_and_limits():
     la = np.array([[-8.0, 0.3, 8.0]])
-    z = gates.test_time_gates(la)
+    z = gates.deterministic_gates(la)
     assert z[0, 0] == 0.0 and z[0, 2] == 1.0 and 0 < z[0, 1] < 1
     _, dz = gates.sample_gates(la, 4, np.random.default_rng(0))
     z_plus, _ = gates.sample_gates(la + 1e-6, 4, np.random.default_rng(0))

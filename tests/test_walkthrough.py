@@ -47,9 +47,9 @@ def test_walkthrough_command_rejects_bad_arguments_with_a_message(capsys):
     import pytest
 
     for argv, msg in (
-        (["--seed", "-1"], "must be a non-negative integer, got -1"),
-        (["--num-heads", "3"], "d_model=512 is not divisible by num_heads=3"),
-        (["--sentence", "  "], "sentence has no tokens"),
+        (["--seed", "-1"], "argument --seed: must be an integer >= 0, got -1"),
+        (["--num-heads", "3"], "argument --num-heads: must divide --d-model=512, got 3"),
+        (["--sentence", "  "], "argument --sentence: must have 1 to 512 whitespace-separated tokens, got 0"),
     ):
         with pytest.raises(SystemExit) as exc:
             main(["walkthrough", *argv])

@@ -1,19 +1,98 @@
-"""One module per ``mhattn`` subcommand (see mhattn/cli.py)."""
+"""One module per ``mhattn`` subcommand (see mhattn/cli.py), and the checks their options share.
+
+Every option is checked when the command line is parsed, before any work: the ``type=``
+helpers below name the valid range; what needs two options or a checkpoint at once is
+checked first thing in the command's ``main`` and raised as :class:`UsageError`. Both
+end as one line ``mhattn <command>: error: argument --x: ...`` and exit status 2.
+"""
+
+from __future__ import annotations
 
 import argparse
+import math
+import os
+from pathlib import Path
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    n = int(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {n}")
-    return n
+class UsageError(Exception):
+    """Bad command-line input found after parsing (it needs several options or a file): exit 2, one line."""
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0 (seeds)."""
-    n = int(text)
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {n}")
-    return n
+def int_in(low, high=None):
+    """argparse type: an integer in ``[low, high]`` (no upper bound when ``high`` is None)."""
+    where = f">= {low}" if high is None else f"in [{low}, {high}]"
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer {where}, got {text!r}") from None
+        if n < low or (high is not None and n > high):
+            raise argparse.ArgumentTypeError(f"must be an integer {where}, got {n}")
+        return n
+
+    parse.__name__ = f"integer {where}"
+    return parse
+
+
+def float_in(low, high, *, high_open=False):
+    """argparse type: a finite float in ``[low, high]`` (``[low, high)`` when ``high_open``; ``high`` may be inf)."""
+    where = f"in [{low}, {high}{')' if high_open else ']'}" if math.isfinite(high) else f">= {low}"
+
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number {where}, got {text!r}") from None
+        if not math.isfinite(x) or x < low or x > high or (high_open and x == high):
+            raise argparse.ArgumentTypeError(f"must be a finite number {where}, got {text}")
+        return x
+
+    parse.__name__ = f"number {where}"
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (learning rates)."""
+    x = float_in(0.0, math.inf)(text)
+    if x == 0.0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return x
+
+
+positive_int = int_in(1)
+non_negative_int = int_in(0)
+
+
+def _writable_place(path: Path, what: str) -> None:
+    """Raise unless ``path`` can be created: its nearest existing ancestor is a writable folder."""
+    parent = path.parent.resolve()
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot create {what} {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot create {what} {path}: no permission to write in {parent}")
+
+
+def output_dir(text: str) -> Path:
+    """argparse type: a folder to write into (existing, or one that can be created); not an existing file."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is an existing file; give a folder")
+    if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"no permission to write in {path}")
+    if not path.exists():
+        _writable_place(path, "folder")
+    return path
+
+
+def output_file(text: str) -> Path:
+    """argparse type: a file to write (new or replaced), not a folder, in a place that can be created."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is a folder; give a file name such as {path / 'model.npz'}")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"no permission to replace {path}")
+    _writable_place(path, "file")
+    return path

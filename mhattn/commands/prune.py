@@ -2,37 +2,67 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
+import math
 import time
 from pathlib import Path
 
 import numpy as np
 
-from mhattn.heads.answers import answers
-from mhattn.heads.prune import PruneSettings, run_prune
-from mhattn.training.checkpoint import load_checkpoint
+from mhattn.commands import UsageError, float_in, int_in, non_negative_int, output_dir, positive_int
+from mhattn.commands.prune_jobs import available_cpus, prune_all
+from mhattn.training.checkpoint import SHIPPED, CheckpointError, load_checkpoint
 from mhattn.training.tasks import task_from_meta
 
 DEFAULTS = {"roles": ["roles-plain", "roles-headdropout"], "text": ["text"]}
 
 
+def _checkpoint(text: str) -> str:
+    """argparse type: a shipped checkpoint name or an existing file."""
+    if text not in SHIPPED and not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"no such file, and not a shipped name ({', '.join(SHIPPED)}): {text!r}")
+    return text
+
+
 def add_parser(sub, name):
     p = sub.add_parser(name, help="remove heads at random / by importance from trained models; write report.json and plots")
-    p.add_argument(
-        "--task", choices=["roles", "text"], default="roles", help="which shipped checkpoints (roles: both side by side)"
-    )
-    p.add_argument("--checkpoint", action="append", default=None, help="a checkpoint path or shipped name (repeatable)")
-    p.add_argument("--remove", type=int, default=6, help="heads removed at once (default: %(default)s)")
-    p.add_argument("--n-random", type=int, default=200, help="random subsets (default: %(default)s)")
-    p.add_argument("--eval-size", type=int, default=None, help="evaluation sequences (default: 512 roles, 256 text)")
-    p.add_argument("--curve-orders", type=int, default=5, help="random orders averaged in the pruning curve")
-    p.add_argument("--finetune-steps", type=int, default=150, help="fine-tuning steps after pruning")
-    p.add_argument("--gate-steps", type=int, default=300, help="hard-concrete gate steps (0 skips)")
-    p.add_argument("--l0-lambda", type=float, default=0.05, help="L0 penalty weight for the gates")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("prune_report"), help="folder for report.json and PNGs")
-    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--task", choices=["roles", "text"], default="roles",
+                   help="which shipped checkpoints when no --checkpoint is given (roles: both side by side)")  # fmt: skip
+    p.add_argument("--checkpoint", type=_checkpoint, action="append", default=None,
+                   help="a checkpoint file or shipped name (repeatable); default: the --task's shipped ones")  # fmt: skip
+    p.add_argument("--remove", type=positive_int, default=6,
+                   help="heads removed at once, 1 to the model's number of heads (L*h)")  # fmt: skip
+    p.add_argument("--n-random", type=int_in(1, 100_000), default=200, help="random subsets of --remove heads")
+    p.add_argument("--eval-size", type=int_in(1, 100_000), default=None,
+                   help="evaluation sequences; default: 512 for roles, 256 for text")  # fmt: skip
+    p.add_argument("--curve-orders", type=int_in(1, 1000), default=5, help="random orders averaged in the pruning curve")
+    p.add_argument("--finetune-steps", type=int_in(0, 100_000), default=150, help="fine-tuning steps after pruning")
+    p.add_argument("--gate-steps", type=int_in(0, 100_000), default=300, help="hard-concrete gate steps (0 skips)")
+    p.add_argument("--l0-lambda", type=float_in(0.0, math.inf), default=0.05, help="L0 penalty weight for the gates")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed for subsets, orders, fine-tuning and gates")
+    p.add_argument("--out", type=output_dir, default=Path("prune_report"), help="folder for report.json and PNGs")
+    p.add_argument("--no-plots", action="store_true", help="write report.json only, no PNGs")
+    p.add_argument("--jobs", type=int_in(1, 64), default=min(2, available_cpus()),
+                   help="models run at once, each in its own process (same numbers for any value)")  # fmt: skip
+
+
+def check(args):
+    """Load every checkpoint to prune and check ``--remove`` against its heads, before any work.
+
+    Raises:
+        UsageError: a checkpoint does not load, or ``--remove`` exceeds a model's heads.
+    """
+    for name in args.checkpoint or DEFAULTS[args.task]:
+        try:
+            model, _ = load_checkpoint(name)
+        except CheckpointError as err:
+            raise UsageError(f"argument --checkpoint: {err}") from None
+        heads = model.cfg.num_layers * model.cfg.num_heads
+        if args.remove > heads:
+            raise UsageError(f"argument --remove: must be an integer in [1, {heads}] ({name} has {heads} heads), "
+                             f"got {args.remove}")  # fmt: skip
 
 
 def _fmt(v):
@@ -85,17 +115,13 @@ def _jsonable(x):
     return x
 
 
-def run(names, settings_kw):
-    """Run the experiment for each checkpoint; returns ``{name: {q1..., q2..., q3..., summary, details}}``."""
-    models = {}
-    for name in names:
-        model, meta = load_checkpoint(name)
-        task = task_from_meta(meta["task"])
-        kw = dict(settings_kw)
-        kw.setdefault("eval_size", 512 if task.name == "roles" else 256)
-        details = run_prune(model, task, PruneSettings(**kw))
-        models[Path(str(name)).stem] = {**answers(details), "details": details}
-    return models
+def run(names, settings_kw, jobs=1):
+    """Run the experiment for each checkpoint, ``jobs`` at once (see :mod:`mhattn.commands.prune_jobs`).
+
+    Returns:
+        ``{name: {q1..., q2..., q3..., summary, details}}``.
+    """
+    return prune_all(names, settings_kw, jobs)
 
 
 def _attention_png(name, out_dir):
@@ -115,6 +141,7 @@ def _attention_png(name, out_dir):
 
 
 def main(args) -> int:
+    check(args)
     names = args.checkpoint or DEFAULTS[args.task]
     kw = {"n_remove": args.remove, "n_random": args.n_random, "curve_orders": args.curve_orders,
           "finetune_steps": args.finetune_steps, "gate_steps": args.gate_steps, "l0_lambda": args.l0_lambda,
@@ -122,7 +149,7 @@ def main(args) -> int:
     if args.eval_size:
         kw["eval_size"] = args.eval_size
     t0 = time.perf_counter()
-    models = run(names, kw)
+    models = run(names, kw, jobs=args.jobs)
     args.out.mkdir(parents=True, exist_ok=True)
     report = {"report_version": 1, "seconds": round(time.perf_counter() - t0, 1), "models": _jsonable(models)}
     (args.out / "report.json").write_text(json.dumps(report, indent=1))

@@ -6,7 +6,7 @@ task needs several positions at once: for every position t, name the tokens at p
 ``t - o (mod T)`` for each offset ``o`` in ``OFFSETS``. One head can only blend positions,
 so the tokens' order is lost; one head per offset keeps them apart in the concat. Many
 heads of tiny d_k cannot pick a single position any more (with d_k = 1 the score matrix
-has rank 1). Everything here is self-contained: its own task, loss, and Adam.
+has rank 1). The task and the readout live here; the loss and Adam are the package's own.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mhattn.functional.losses import cross_entropy_backward, cross_entropy_forward
 from mhattn.nn.attention import MultiHeadAttention
+from mhattn.optim import Adam
 
 OFFSETS = (1, 2, 3, 4)
 
@@ -46,33 +48,16 @@ def make_batch(cfg: SweepConfig, rng: np.random.Generator):
 
 
 def cross_entropy(logits, targets):
-    """Mean cross-entropy and its gradient. logits ``(..., V)``, targets ``(...)`` ints."""
-    z = logits - logits.max(axis=-1, keepdims=True)
-    p = np.exp(z)
-    p /= p.sum(axis=-1, keepdims=True)
-    picked = np.take_along_axis(p, targets[..., None], axis=-1)[..., 0]
-    n = targets.size
-    dlogits = p.copy()
-    np.put_along_axis(dlogits, targets[..., None], np.take_along_axis(p, targets[..., None], -1) - 1.0, axis=-1)
-    return float(-np.log(picked + 1e-12).mean()), dlogits / n
+    """Mean cross-entropy and its gradient, from :mod:`mhattn.functional.losses` (a log-softmax, no eps).
 
+    Args:
+        logits: ``(..., V)`` float; targets: ``(...)`` ints in ``[0, V)``.
 
-class Adam:
-    """Adam (Kingma & Ba 2015) over a dict of arrays, updated in place."""
-
-    def __init__(self, params: dict, lr: float, betas=(0.9, 0.999), eps=1e-8):
-        self.lr, self.betas, self.eps, self.t = lr, betas, eps, 0
-        self.m = {k: np.zeros_like(v) for k, v in params.items()}
-        self.v = {k: np.zeros_like(v) for k, v in params.items()}
-
-    def step(self, params: dict, grads: dict):
-        self.t += 1
-        b1, b2 = self.betas
-        for k, g in grads.items():
-            self.m[k] = b1 * self.m[k] + (1 - b1) * g
-            self.v[k] = b2 * self.v[k] + (1 - b2) * g * g
-            mhat, vhat = self.m[k] / (1 - b1**self.t), self.v[k] / (1 - b2**self.t)
-            params[k] -= self.lr * mhat / (np.sqrt(vhat) + self.eps)
+    Returns:
+        ``(loss, dlogits)``: a float (nats) and an array shaped like ``logits``.
+    """
+    loss, cache = cross_entropy_forward(np.asarray(logits), np.asarray(targets))
+    return loss, cross_entropy_backward(1.0, cache)
 
 
 class OffsetModel:
@@ -106,14 +91,14 @@ def train_model(cfg: SweepConfig, num_heads: int, seed: int = 0, eval_batches: i
     """
     rng = np.random.default_rng(seed)
     model = OffsetModel(cfg, num_heads, seed)
-    opt_mha, opt_r = Adam(model.mha.params, cfg.lr), Adam(model.readout, cfg.lr)
+    opt_mha, opt_r = Adam(model.mha.params, lr=cfg.lr), Adam(model.readout, lr=cfg.lr)  # both update in place
     loss = float("nan")
     for _ in range(cfg.steps):
         x, y = make_batch(cfg, rng)
         loss, dlogits = cross_entropy(model.forward(x), y)
         grads_r = model.backward(dlogits)
-        opt_mha.step(model.mha.params, {k: v for k, v in model.mha.grads.items() if k in model.mha.params})
-        opt_r.step(model.readout, grads_r)
+        opt_mha.step({k: v for k, v in model.mha.grads.items() if k in model.mha.params})
+        opt_r.step(grads_r)
     hits = [(model.forward(x).argmax(-1) == y).mean() for x, y in (make_batch(cfg, rng) for _ in range(eval_batches))]
     result = {"num_heads": num_heads, "d_k": cfg.d_model // num_heads, "seed": seed, "final_loss": loss,
               "accuracy": float(np.mean(hits))}  # fmt: skip

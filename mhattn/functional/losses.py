@@ -12,7 +12,7 @@ from mhattn.backend import get_array_module
 
 
 class CrossEntropyCache(NamedTuple):
-    probs: object  # (N, C) softmax of the logits
+    logp: object  # (N, C) log-softmax of the logits
     targets: object  # (N,) targets with ignored ones replaced by 0
     valid: object  # (N,) bool, False where target == ignore_index
     count: int  # number of valid targets
@@ -25,7 +25,8 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
     Args:
         logits: ``(..., C)`` float32/float64.
         targets: ``(...)`` integers in ``[0, C)`` or ``ignore_index``.
-        ignore_index: targets equal to it add nothing to the loss or the gradient.
+        ignore_index: targets equal to it add nothing to the loss or the gradient, whatever
+            their row of logits holds (NaN and ±inf included).
 
     Returns:
         ``(loss, cache)``: ``loss`` a Python float (0.0 when every target is ignored).
@@ -43,6 +44,9 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
     safe = xp.where(valid, y, 0)
     if y.size and (int(safe.min()) < 0 or int(safe.max()) >= C):
         raise ValueError(f"cross_entropy: targets must be in [0, {C}) or {ignore_index}")
+    # 0. ignored rows are replaced by zeros: whatever they hold (NaN, -inf) cannot reach the loss or the gradient
+    if not bool(valid.all()):
+        z = xp.where(valid[:, None], z, 0)  # (N, C)
     # 1. log-softmax, shifted by the row maximum for stability
     shifted = z - z.max(axis=1, keepdims=True)  # (N, C)
     logsumexp = xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))  # (N, 1)
@@ -51,7 +55,7 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
     count = int(valid.sum())
     picked = logp[xp.arange(y.size), safe] * valid  # (N,)
     loss = -float(picked.sum()) / max(count, 1)
-    return loss, CrossEntropyCache(xp.exp(logp), safe, valid, count, logits.shape)
+    return loss, CrossEntropyCache(logp, safe, valid, count, logits.shape)
 
 
 def cross_entropy_backward(dloss, cache: CrossEntropyCache):
@@ -60,10 +64,11 @@ def cross_entropy_backward(dloss, cache: CrossEntropyCache):
     Returns:
         ``dlogits`` with the logits' shape.
     """
-    xp = get_array_module(cache.probs)
+    xp = get_array_module(cache.logp)
     # step 2 was: mean over valid targets of -logp[y]
     # step 1 was: log-softmax -> d/dz = softmax - onehot
-    grad = cache.probs.copy()  # (N, C)
+    # step 0 was: ignored rows replaced by zeros -> their gradient is zero (the valid factor below)
+    grad = xp.exp(cache.logp)  # (N, C) softmax, computed here so an evaluation-only forward skips it
     grad[xp.arange(grad.shape[0]), cache.targets] -= 1.0
     grad *= (cache.valid * (float(dloss) / max(cache.count, 1)))[:, None].astype(grad.dtype)
     return grad.reshape(cache.shape)

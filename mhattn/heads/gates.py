@@ -20,13 +20,15 @@ import numpy as np
 
 from mhattn.backend import asarray, to_numpy
 from mhattn.optim import Adam
-from mhattn.training.loop import multi_loss
+from mhattn.training.loop import multi_loss, progress_bar
 
 BETA, LOW, HIGH = 0.33, -0.1, 1.1
 
 
 def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
+    """Logistic function without overflow: ``exp`` only ever sees ``-|x|`` (log α = ±800 is fine)."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def sample_gates(log_alpha, batch_size, rng):
@@ -45,17 +47,20 @@ def expected_l0(log_alpha):
     return float(p_open.sum()), p_open * (1.0 - p_open)
 
 
-def test_time_gates(log_alpha):
-    """Deterministic gates ``(L, h)`` in [0, 1]; 0 means the head is pruned."""
+def deterministic_gates(log_alpha):
+    """Test-time gates ``(L, h)`` in [0, 1] (Louizos et al. 2018's test-time estimator); 0 means the head is pruned."""
     return np.clip(_sigmoid(log_alpha) * (HIGH - LOW) + LOW, 0.0, 1.0)
 
 
-def train_gates(model, task, *, l0_lambda=0.05, steps=300, batch_size=128, lr=1e-3, gate_lr=0.1, init=3.0, seed=0):
-    """Fine-tune ``model`` (in place) together with one gate per head.
+def train_gates(model, task, *, l0_lambda=0.05, steps=300, batch_size=128, lr=1e-3, gate_lr=0.1, init=3.0, seed=0,
+                progress=False):  # fmt: skip
+    """Fine-tune ``model`` together with one gate per head; ``model.params`` are updated in place
+    (pass a copy with its own arrays to keep the original).
 
     Args:
         l0_lambda: weight of the L0 penalty (per head, in nats).
         init: starting ``log_alpha`` (gates open).
+        progress: a tqdm bar: True, False, or None (on a terminal only).
 
     Returns:
         dict with ``gates`` ``(L, h)`` test-time values, ``open`` (count), ``log_alpha``
@@ -67,7 +72,7 @@ def train_gates(model, task, *, l0_lambda=0.05, steps=300, batch_size=128, lr=1e
     opt = Adam(model.params, lr=lr, clip=1.0)
     gate_opt = Adam({"log_alpha": log_alpha}, lr=gate_lr)
     dtype = model.params["embed.W"].dtype
-    history = []
+    history, bar = [], progress_bar(steps, progress, desc="gates")
     for step in range(steps):
         ids, targets = task.sample(batch_size, rng)
         z, dz = sample_gates(gate_opt.params["log_alpha"], batch_size, rng)
@@ -80,6 +85,8 @@ def train_gates(model, task, *, l0_lambda=0.05, steps=300, batch_size=128, lr=1e
         gate_opt.step({"log_alpha": dalpha})
         if step % 50 == 0 or step == steps - 1:
             history.append((step, float(loss), l0))
+        bar.update()
+    bar.close()
     la = gate_opt.params["log_alpha"]
-    gates = test_time_gates(la)
+    gates = deterministic_gates(la)
     return {"gates": gates, "open": int((gates > 0).sum()), "log_alpha": la, "history": history}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from mhattn.backend import asarray, to_numpy
+from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.training.loop import evaluate, multi_loss
 
 
@@ -76,15 +77,19 @@ def mean_ablation_params(model, layer, head, means):
     return params
 
 
-def ablation_deltas(model, ids, targets, mode="zero", base_mask=None):
+def ablation_deltas(model, ids, targets, mode="zero", base_mask=None, evaluator=None):
     """Loss and accuracy change when each head (still present in ``base_mask``) is ablated alone.
+
+    ``evaluator``: a :class:`~mhattn.heads.mask_eval.HeadMaskEvaluator` of ``model`` on these
+    ``ids``/``targets`` to reuse (one is built otherwise); the numbers are the same either way.
 
     Returns:
         ``(dloss, dacc)``, both ``(L, h)`` (NaN for heads already pruned).
     """
     L, h = model.cfg.num_layers, model.cfg.num_heads
     base_mask = np.ones((L, h)) if base_mask is None else np.asarray(base_mask, dtype=float)
-    base = masked_eval(model, ids, targets, base_mask)
+    ev = evaluator or HeadMaskEvaluator(model, ids, targets)
+    base = ev.evaluate(base_mask)
     means = mean_head_outputs(model, ids) if mode == "mean" else None
     dloss, dacc = np.full((L, h), np.nan), np.full((L, h), np.nan)
     for layer in range(L):
@@ -94,7 +99,7 @@ def ablation_deltas(model, ids, targets, mode="zero", base_mask=None):
             mask = base_mask.copy()
             mask[layer, head] = 0.0
             params = mean_ablation_params(model, layer, head, means) if mode == "mean" else None
-            r = masked_eval(model, ids, targets, mask, params)
+            r = ev.evaluate(mask, params)
             dloss[layer, head], dacc[layer, head] = r["loss"] - base["loss"], r["acc"] - base["acc"]
     return dloss, dacc
 

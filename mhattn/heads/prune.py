@@ -12,10 +12,11 @@ import numpy as np
 
 from mhattn.heads.gates import train_gates
 from mhattn.heads.importance import ablation_deltas, head_importance, masked_eval, spearman
+from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.redundancy import head_similarity
 from mhattn.heads.roles import attention_maps, detect_roles, planted_match
 from mhattn.nn.transformer import TransformerModel
-from mhattn.training.loop import train
+from mhattn.training.loop import progress_bar, train
 
 
 @dataclass
@@ -38,19 +39,27 @@ def _mask(L, h, removed):
 
 
 def _copy(model):
-    return TransformerModel(model.cfg, params=dict(model.params))
+    """A model with its own parameter arrays (optimisers update arrays in place)."""
+    return TransformerModel(model.cfg, params={n: p.copy() for n, p in model.params.items()})
 
 
-def random_removals(model, data, base, n_remove, n_random, rng):
-    """Loss/accuracy change for ``n_random`` random subsets of ``n_remove`` heads."""
+def random_removals(model, data, base, n_remove, n_random, rng, evaluator=None):
+    """Loss/accuracy change for ``n_random`` random subsets of ``n_remove`` heads.
+
+    ``evaluator``: a :class:`HeadMaskEvaluator` of ``model`` on ``data`` to reuse (built otherwise).
+    """
     L, h = model.cfg.num_layers, model.cfg.num_heads
+    ev = evaluator or HeadMaskEvaluator(model, *data)
     subsets, dloss, dacc = [], [], []
+    bar = progress_bar(n_random, None, desc="random subsets", unit="subset")
     for _ in range(n_random):
         removed = sorted(rng.choice(L * h, size=n_remove, replace=False).tolist())
-        r = masked_eval(model, *data, _mask(L, h, removed))
+        r = ev.evaluate(_mask(L, h, removed))
         subsets.append(removed)
         dloss.append(r["loss"] - base["loss"])
         dacc.append(r["acc"] - base["acc"])
+        bar.update()
+    bar.close()
     return {"subsets": subsets, "dloss": dloss, "dacc": dacc}
 
 
@@ -70,17 +79,28 @@ def michel_iterative(model, data, n_remove, step=1, start=()):
     return removed
 
 
-def pruning_curve(model, data, base, orders, rng):
-    """Loss after removing 0%, 10%, ..., 100% of the heads: by importance (Michel, re-scored) and at random."""
+def pruning_curve(model, data, base, orders, rng, evaluator=None):
+    """Loss after removing 0%, 10%, ..., 100% of the heads: by importance (Michel, re-scored) and at random.
+
+    ``base`` (the unpruned model's :func:`masked_eval` on ``data``) is the 0% point of both curves;
+    ``evaluator``: a :class:`HeadMaskEvaluator` of ``model`` on ``data`` to reuse (built otherwise).
+    """
     L, h = model.cfg.num_layers, model.cfg.num_heads
     H = L * h
+    ev = evaluator or HeadMaskEvaluator(model, *data)
     counts = sorted({int(round(f * H)) for f in np.linspace(0.0, 1.0, 11)})
+    bar = progress_bar(2 * len(counts), None, desc="pruning curve", unit="point")
     by_imp, removed = [], []
     for k in counts:
         removed = michel_iterative(model, data, k, step=k - len(removed), start=removed) if k else []
-        by_imp.append(masked_eval(model, *data, _mask(L, h, removed)))
+        by_imp.append(ev.evaluate(_mask(L, h, removed)) if k else base)
+        bar.update()
     perms = [rng.permutation(H) for _ in range(orders)]
-    rand = [[masked_eval(model, *data, _mask(L, h, p[:k])) for p in perms] for k in counts]
+    rand = []
+    for k in counts:
+        rand.append([ev.evaluate(_mask(L, h, p[:k])) if k else base for p in perms])
+        bar.update()
+    bar.close()
     return {
         "fraction_removed": [k / H for k in counts],
         "importance_loss": [r["loss"] for r in by_imp],
@@ -90,12 +110,12 @@ def pruning_curve(model, data, base, orders, rng):
     }
 
 
-def finetune_recovery(model, task, data, base, removed, steps, seed):
-    """Prune ``removed``, fine-tune the rest briefly, report how much of the loss increase comes back."""
+def finetune_recovery(model, task, data, base, removed, steps, seed, evaluator=None):
+    """Prune ``removed``, fine-tune a copy of the rest briefly, report how much of the loss increase comes back."""
     L, h = model.cfg.num_layers, model.cfg.num_heads
     mask = _mask(L, h, removed)
-    before = masked_eval(model, *data, mask)
-    tuned, _ = train(task, None, model=_copy(model), head_mask=mask, steps=steps, lr=1e-3, seed=seed, progress=False)
+    before = (evaluator or HeadMaskEvaluator(model, *data)).evaluate(mask)
+    tuned, _ = train(task, None, model=_copy(model), head_mask=mask, steps=steps, lr=1e-3, seed=seed, progress=None)
     after = masked_eval(tuned, *data, mask)
     lost = before["loss"] - base["loss"]
     return {"removed": list(removed), "steps": steps, "loss_pruned": before["loss"], "loss_after_finetune": after["loss"],
@@ -109,16 +129,17 @@ def run_prune(model, task, settings: PruneSettings | None = None):
     rng = np.random.default_rng(s.seed)
     L, h = model.cfg.num_layers, model.cfg.num_heads
     data = task.eval_set(s.eval_size)
-    base = masked_eval(model, *data)
+    ev = HeadMaskEvaluator(model, *data)  # everything before the head mask, once
+    base = ev.evaluate()
     imp, raw = head_importance(model, *data)
-    zero_dl, zero_da = ablation_deltas(model, *data, mode="zero")
-    mean_dl, _ = ablation_deltas(model, *data, mode="mean")
-    rand = random_removals(model, data, base, s.n_remove, s.n_random, rng)
+    zero_dl, zero_da = ablation_deltas(model, *data, mode="zero", evaluator=ev)
+    mean_dl, _ = ablation_deltas(model, *data, mode="mean", evaluator=ev)
+    rand = random_removals(model, data, base, s.n_remove, s.n_random, rng, evaluator=ev)
     order = np.argsort(imp.ravel(), kind="stable")
     least, most = order[: s.n_remove].tolist(), order[::-1][: s.n_remove].tolist()
     lowest_single = np.argsort(zero_dl.ravel(), kind="stable")[: s.n_remove].tolist()
     iterative = michel_iterative(model, data, s.n_remove)
-    ev = lambda removed: masked_eval(model, *data, _mask(L, h, removed))  # noqa: E731
+    at = lambda removed: ev.evaluate(_mask(L, h, removed))  # noqa: E731
     median_subset = rand["subsets"][int(np.argsort(rand["dloss"])[len(rand["dloss"]) // 2])]
     weights = attention_maps(model, data[0][:256])
     roles = detect_roles(weights, data[0][:256], task.rarity())
@@ -129,17 +150,17 @@ def run_prune(model, task, settings: PruneSettings | None = None):
         "spearman_importance_vs_zero_ablation": spearman(imp, zero_dl),
         "spearman_importance_vs_mean_ablation": spearman(imp, mean_dl),
         "random": rand,
-        "least_important": {"removed": least, **ev(least)}, "most_important": {"removed": most, **ev(most)},
-        "lowest_single_ablation": {"removed": lowest_single, **ev(lowest_single)},
-        "michel_iterative": {"removed": iterative, **ev(iterative)},
-        "curve": pruning_curve(model, data, base, s.curve_orders, rng),
-        "finetune": finetune_recovery(model, task, data, base, median_subset, s.finetune_steps, s.seed),
+        "least_important": {"removed": least, **at(least)}, "most_important": {"removed": most, **at(most)},
+        "lowest_single_ablation": {"removed": lowest_single, **at(lowest_single)},
+        "michel_iterative": {"removed": iterative, **at(iterative)},
+        "curve": pruning_curve(model, data, base, s.curve_orders, rng, evaluator=ev),
+        "finetune": finetune_recovery(model, task, data, base, median_subset, s.finetune_steps, s.seed, evaluator=ev),
         "similarity": head_similarity(model, data[0][:256], weights),
         "roles": roles,
     }  # fmt: skip
     if task.name == "roles":
         out["planted_roles"] = planted_match(roles)
     if s.gate_steps:
-        g = train_gates(_copy(model), task, l0_lambda=s.l0_lambda, steps=s.gate_steps, seed=s.seed)
+        g = train_gates(_copy(model), task, l0_lambda=s.l0_lambda, steps=s.gate_steps, seed=s.seed, progress=None)
         out["gates"] = {"lambda": s.l0_lambda, "steps": s.gate_steps, "values": g["gates"].tolist(), "open": g["open"]}
     return out

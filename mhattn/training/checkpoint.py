@@ -38,9 +38,12 @@ def save_checkpoint(path, model: TransformerModel, task_meta: dict, training: di
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.savez_compressed(fh, meta=np.array(json.dumps(meta)), **arrays)
-    os.replace(tmp, path)  # readers never see a half-written file
+    try:
+        with open(tmp, "wb") as fh:
+            np.savez_compressed(fh, meta=np.array(json.dumps(meta)), **arrays)
+        os.replace(tmp, path)  # readers never see a half-written file
+    finally:
+        tmp.unlink(missing_ok=True)  # nothing stray when writing or renaming failed
     return path
 
 

@@ -9,6 +9,7 @@ Michel et al. 2019's ξ). No single head can then be relied on alone.
 from __future__ import annotations
 
 import math
+import sys
 import time
 
 import numpy as np
@@ -44,13 +45,22 @@ def evaluate(model, ids, targets, head_mask=None, batch_size=512, names=None):
         dict ``loss`` (mean over classifiers, nats), ``acc`` (mean), ``min_acc``, and per
         classifier ``loss/<name>``, ``acc/<name>``.
     """
-    names = names or [str(k) for k in range(len(targets))]
     hm = None if head_mask is None else asarray(np.asarray(head_mask, dtype=model.params["embed.W"].dtype))
-    K, N = len(targets), ids.shape[0]
+    logits = (model.forward(asarray(ids[s : s + batch_size]), head_mask=hm)[0] for s in range(0, ids.shape[0], batch_size))
+    return score_batches(logits, targets, batch_size, names)
+
+
+def score_batches(logits, targets, batch_size=512, names=None):
+    """The dict of :func:`evaluate` from the logits of consecutive batches of ``batch_size`` sequences.
+
+    Args:
+        logits: an iterable over batches, each a tuple of K arrays ``(b, T, C_k)``; targets: K host arrays ``(N, T)``.
+    """
+    names = names or [str(k) for k in range(len(targets))]
+    K, N = len(targets), targets[0].shape[0]
     loss_sum, correct = np.zeros(K), np.zeros(K)
-    for s in range(0, N, batch_size):
-        logits, _ = model.forward(asarray(ids[s : s + batch_size]), head_mask=hm)
-        for k, (z, y) in enumerate(zip(logits, targets, strict=True)):
+    for s, batch in zip(range(0, N, batch_size), logits, strict=True):
+        for k, (z, y) in enumerate(zip(batch, targets, strict=True)):
             yb = asarray(y[s : s + batch_size])
             n = yb.size
             loss_sum[k] += cross_entropy_forward(z, yb)[0] * n
@@ -87,7 +97,7 @@ def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_d
         head_dropout: probability of switching a head off per example and step.
         model: continue training this model instead of a fresh one.
         head_mask: fixed ``(L, h)`` mask applied at every step (fine-tuning a pruned model).
-        progress: show a tqdm bar with loss and accuracy.
+        progress: a tqdm bar with loss and accuracy: True, False, or None (on a terminal only).
         eval_data: ``(ids, targets)`` scored every ``eval_every`` steps (for time-to-accuracy).
 
     Returns:
@@ -100,7 +110,7 @@ def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_d
     dtype = model.params["embed.W"].dtype
     opt = Adam(model.params, lr=lr, weight_decay=weight_decay, clip=clip)
     fixed = None if head_mask is None else asarray(np.asarray(head_mask, dtype=dtype))
-    bar = _progress(steps, progress)
+    bar = progress_bar(steps, progress)
     history, val_history, t0 = [], [], time.perf_counter()
     for step in range(steps):
         ids, targets = task.sample(batch_size, rng)
@@ -129,20 +139,31 @@ class _NoBar:
     def set_postfix(self, **kw):
         pass
 
-    def update(self, n):
+    def update(self, n=1):
         pass
 
     def close(self):
         pass
 
 
-def _progress(total, enabled):
-    """A tqdm bar when asked for and installed (the ``course`` extra); otherwise no bar."""
-    if not enabled:
+BAR_POSITION = 0  # the terminal line of this process's bars (``mhattn prune --jobs`` gives each worker its own)
+
+
+def progress_bar(total, enabled=True, desc="train", unit="step"):
+    """A tqdm bar when asked for and installed (the ``course`` extra); otherwise one that does nothing.
+
+    Args:
+        enabled: True (tqdm.auto: a widget in notebooks, text elsewhere), False (no bar) or
+            None (a text bar on stderr only when stderr is a terminal: tqdm's ``disable=None``).
+    """
+    if enabled is False:
         return _NoBar()
     try:
+        if enabled is None:
+            from tqdm import tqdm
+
+            return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None, leave=False, position=BAR_POSITION)
         from tqdm.auto import tqdm
     except ImportError:
         return _NoBar()
-
-    return tqdm(total=total, desc="train", unit="step")
+    return tqdm(total=total, desc=desc, unit=unit)

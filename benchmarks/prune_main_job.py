@@ -1,0 +1,79 @@
+"""Wall time of the main job, ``mhattn prune`` with its defaults, as a user runs it.
+
+Median of ``--runs`` runs of the whole command in a fresh process (imports, both shipped
+models, report and plots), optionally pinned to the first ``--cores`` CPUs, and, with
+``--compare REF``, the same for the package as it was at git ref REF, side by side::
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/prune_main_job.py --runs 3 --cores 2 --compare 3e8b7b4
+
+Record the printed block in benchmarks/RESULTS.md with the machine line it prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def machine() -> str:
+    """CPU model, cores seen, and the load average when the benchmark started (noise)."""
+    model = platform.processor() or "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
+        model = names[0] if names else model
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return f"{model}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}, load average {load:.1f}"
+
+
+def time_prune(pythonpath: Path, cores: int | None, out: Path) -> float:
+    """Seconds of one ``mhattn prune --out OUT`` in a new process importing mhattn from ``pythonpath``."""
+    env = dict(os.environ, PYTHONPATH=str(pythonpath))
+    code = f"import sys; from mhattn.cli import main; sys.exit(main(['prune', '--out', {str(out)!r}]))"
+    pin = (lambda: os.sched_setaffinity(0, range(cores))) if cores else None
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, stdout=subprocess.DEVNULL, preexec_fn=pin)
+    return time.perf_counter() - t0
+
+
+def checkout(ref: str, into: Path) -> Path:
+    """The ``mhattn`` package as it was at git ``ref``, unpacked under ``into``."""
+    archive = into / "ref.tar"
+    subprocess.run(["git", "-C", str(ROOT), "archive", "-o", str(archive), ref, "mhattn"], check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--runs", type=int, default=3, help="runs per version (the median is reported)")
+    p.add_argument("--cores", type=int, default=2, help="pin each run to the first N CPUs (0: no pinning)")
+    p.add_argument("--compare", metavar="REF", default=None, help="also time the package at this git ref")
+    args = p.parse_args()
+    print(f"machine: {machine()}; pinned to {args.cores or 'all'} cores; {args.runs} runs each")
+    with tempfile.TemporaryDirectory() as tmp:
+        versions = {"this tree": ROOT}
+        if args.compare:
+            versions[args.compare] = checkout(args.compare, Path(tmp) / "ref")
+        medians = {}
+        for name, path in versions.items():
+            times = [time_prune(path, args.cores, Path(tmp) / f"out{i}") for i in range(args.runs)]
+            medians[name] = statistics.median(times)
+            print(f"{name:>12s}: median {medians[name]:6.1f} s  (runs: {', '.join(f'{t:.1f}' for t in times)})", flush=True)
+    if args.compare:
+        print(f"ratio this tree / {args.compare}: {medians['this tree'] / medians[args.compare]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""The cached head-mask evaluation gives exactly the numbers of a full forward (issue 8, item 13)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mhattn.heads.importance import masked_eval, mean_ablation_params, mean_head_outputs
+from mhattn.heads.mask_eval import HeadMaskEvaluator
+from mhattn.nn.transformer import ModelConfig, TransformerModel
+from mhattn.training.tasks import RolesTask
+
+
+def _setup(num_layers, causal=False):
+    task = RolesTask(vocab_size=10, seq_len=7)
+    cfg = ModelConfig(vocab_size=10, output_sizes=task.output_sizes, d_model=16, num_heads=4, num_layers=num_layers,
+                      d_ff=24, causal=causal)  # fmt: skip
+    model = TransformerModel(cfg, seed=3)
+    ids, targets = task.eval_set(23)  # 23 sequences in batches of 8: a short last batch
+    return model, ids, targets
+
+
+MASKS = [None, [[1, 1, 1, 1], [1, 1, 1, 1]], [[1, 0, 1, 1], [1, 1, 1, 1]], [[1, 1, 1, 1], [0, 1, 0.5, 1]],
+         [[0, 0, 1, 0], [1, 0, 1, 1]], [[0, 0, 0, 0], [0, 0, 0, 0]]]  # fmt: skip
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("num_layers", [1, 2])
+def test_every_mask_gives_exactly_the_full_forwards_numbers(num_layers, causal):
+    model, ids, targets = _setup(num_layers, causal)
+    assert HeadMaskEvaluator(model, ids, targets).evaluate() == masked_eval(model, ids, targets)  # batches of 512
+    ev = HeadMaskEvaluator(model, ids, targets, batch_size=8)
+    for mask in MASKS:
+        m = None if mask is None else np.asarray(mask, dtype=float)[:num_layers]
+        expected = _full(model, ids, targets, m)
+        assert ev.evaluate(m) == expected
+        assert ev.evaluate(m) == expected  # a second time: from the memo, same numbers
+
+
+def _full(model, ids, targets, mask):
+    from mhattn.training.loop import evaluate
+
+    return evaluate(model, ids, targets, head_mask=mask, batch_size=8)
+
+
+def test_mean_ablation_params_after_the_mask_are_used_and_earlier_ones_refused():
+    model, ids, targets = _setup(2)
+    ev = HeadMaskEvaluator(model, ids, targets, batch_size=8)
+    means = mean_head_outputs(model, ids)
+    params = mean_ablation_params(model, 1, 2, means)
+    mask = np.ones((2, 4))
+    mask[1, 2] = 0.0
+    want = model.params
+    model.params = params
+    try:
+        expected = _full(model, ids, targets, mask)
+    finally:
+        model.params = want
+    assert ev.evaluate(mask, params) == expected
+    stale = dict(model.params, **{"blocks.0.attn.b_o": model.params["blocks.0.attn.b_o"] + 1})
+    with pytest.raises(ValueError, match="blocks.0.attn.b_o"):
+        ev.evaluate(mask, stale)  # layer 0 runs from the cache when only layer 1 is masked
+    with pytest.raises(ValueError, match="W_q"):
+        ev.evaluate(None, dict(model.params, **{"blocks.1.attn.W_q": model.params["blocks.1.attn.W_q"] * 2}))
