@@ -6,18 +6,18 @@ mhattn's split heads), but not the one it is asked to write; ``banned`` lists th
 by a stand-in that raises (see :mod:`mhattn.grade.stubs`); ``solutions/`` and ``mhattn.grade``
 are out of the worker's sight.
 
-Adding an exercise (e.g. a twelfth, ``ex12_<topic>``; counts in the docs are not spelled out, so
-none goes stale):
+Adding an exercise ``exNN_<topic>`` (the docs spell out no count of exercises, so none goes stale):
 
-1. write ``exercises_src/ex12_<topic>.py`` with ``### BEGIN/END SOLUTION`` regions and run
+1. write ``exercises_src/exNN_<topic>.py`` with ``### BEGIN/END SOLUTION`` regions and run
    ``python scripts/make_exercises.py``;
-2. write ``visible_ex12()`` and ``hidden_ex12(rng)`` in a checks module (``checks_steps.py`` or a new
+2. write ``visible_exNN()`` and ``hidden_exNN(rng)`` in a checks module (``checks_steps.py`` or a new
    ``checks_<topic>.py``): each returns a list of :class:`~mhattn.grade.harness.Call`, i.e. the
    learner's function name, plain-data arguments (arrays, numbers, lists, dicts) and a judge built with
    :func:`~mhattn.grade.harness.array` / :func:`~mhattn.grade.harness.number` from mhattn's own result;
 3. add one ``Exercise(...)`` line to :data:`EXERCISES` below, with ``banned`` naming the mhattn
    functions that compute this step (their modules are hidden while it is graded);
-4. add the ``ex12`` pytest marker in ``pyproject.toml``; ``tests/test_grade.py`` then checks that
+4. add the ``exNN`` pytest marker in ``pyproject.toml`` and a row to README.md's exercise table;
+   ``tests/test_grade.py`` then checks the table against this list, and that
    ``solutions/`` scores full marks and the stub 0.
 """
 
