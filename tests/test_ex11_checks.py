@@ -66,7 +66,7 @@ def test_hidden_inputs_cover_both_dtypes_both_tile_extremes_masks_and_s_not_t():
         ("m_safe = np.where(np.isfinite(m_new), m_new, 0.0)", "m_safe = m_new", "NaN where a row's keys so far are all masked"),
         ("np.sqrt(q.shape[-1])", "np.sqrt(k.shape[-2])", "a scaling by 1/sqrt(S), S keys instead of 1/sqrt(d_k)"),
         ("np.sqrt(q.shape[-1])", "1.0", "no scaling instead of 1/sqrt(d_k)"),
-        ("lse = np.where(empty, -np.inf,", "lse = np.where(empty, 0.0,", "it must be -inf exactly on the rows with no allowed key (1 here)"),
+        ("lse = np.where(empty, -np.inf,", "lse = np.where(empty, 0.0,", "-inf exactly on the rows with no allowed key (1 here)"),
     ],
 )
 def test_a_wrong_online_softmax_fails_with_its_hint(old, new, words):

@@ -62,7 +62,8 @@ def _candidates(q, k, v, block_k, mask):
         found[f"{name} instead of 1/sqrt(d_k)"] = (out, lse)
     top, lse = _scores(q, k, mask).max(axis=-1), _lse64(q, k, v, mask)  # (..., T) each
     found["lse is each row's maximum score: add the log of the running sum"] = (None, top)
-    found["lse is the log of the running sum only: add the running maximum back"] = (None, np.where(top > -np.inf, lse - top, -np.inf))
+    log_l = np.where(top > -np.inf, lse - top, -np.inf)  # log of the running sum
+    found["lse is the log of the running sum only: add the running maximum back"] = (None, log_l)
     return found
 
 

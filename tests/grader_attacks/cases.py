@@ -148,6 +148,24 @@ with os.fdopen(reply, "wb", closefd=False) as f:
 os.write(done, b"1")
 os._exit(0)
 """
+_TILED = """
+    import importlib
+    T = importlib.import_module("mhattn.functional.attention_" + "tiled")
+    try:
+        return getattr(T, "tiled_attention_" + "forward")(q, k, v, mask, block_k=block_k)[:2]
+    except RuntimeError:
+        import math
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        return getattr(T, "_forward_" + "block")(np, q, k, v, mask, False, scale, 0, q.shape[-2], block_k, None)
+"""
+_MHA_TILED = """
+    import importlib
+    F = importlib.import_module("mhattn.functional." + "mha")
+    eye = np.eye(q.shape[-1], dtype=q.dtype)
+    params = {"W_q": eye, "W_k": eye, "W_v": eye, "W_o": eye}
+    x = [a[0].swapaxes(0, 1) for a in (q, k, v)]  # (T or S, h, d_k): h plays the batch
+    return getattr(F, "multi_head_attention_" + "forward")(*x, params, 1, tiled=True)
+"""
 
 ATTACKS = (
     Case("forge_result_file_and_exit", "ex05_combine_heads", (at_import(EX05, _FORGE),), "before its reply was complete"),
@@ -205,6 +223,10 @@ ATTACKS = (
     Case("fake_array_class", "ex05_combine_heads", (ex05_instead(
          "class Fake:\n    __class__ = np.ndarray\n    shape = (B, T, h * d_k)\n    dtype = x.dtype\nreturn Fake()"),),
          "expected a NumPy array, got Fake"),
+    Case("tiled_reference_and_private_helper", "ex11_online_softmax", (Edit(EX11, "    S = k.shape[-2]\n", _TILED),),
+         "is hidden while ex11_online_softmax is graded"),
+    Case("mha_tiled_switch", "ex11_online_softmax", (Edit(EX11, "    S = k.shape[-2]\n", _MHA_TILED),),
+         "is hidden while ex11_online_softmax is graded"),
     Case("kill_the_grader", "ex05_combine_heads", (ex05_first("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
                                                               "os.kill(1, signal.SIGKILL)"),), full=True, modes=SANDBOX),
 )  # fmt: skip
