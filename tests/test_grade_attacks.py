@@ -34,8 +34,11 @@ MODES = {
     "sandbox": pytest.param(True, marks=pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not available")),
     "plain": pytest.param(False),
 }
-NEIGHBOUR = {"ex05_combine_heads": "ex01_split_heads", "ex02_softmax": "ex08_count_parameters",
-             "ex11_online_softmax": "ex05_combine_heads"}
+NEIGHBOUR = {
+    "ex05_combine_heads": "ex01_split_heads",
+    "ex02_softmax": "ex08_count_parameters",
+    "ex11_online_softmax": "ex05_combine_heads",
+}
 
 
 def solution_files() -> dict[str, str]:
