@@ -1,6 +1,6 @@
 """The visible tests, run on the exercise files in this folder.
 
-    python -m pytest exercises/test_visible.py            # all ten
+    python -m pytest exercises/test_visible.py            # every exercise
     python -m pytest exercises/test_visible.py -m ex03    # one exercise
 
 The hidden tests (fresh random shapes every run) run only in ``mhattn grade``.

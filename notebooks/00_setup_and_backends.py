@@ -97,5 +97,5 @@ except ValueError as err:
 #
 # ```bash
 # python -m pytest exercises/test_visible.py -m ex01   # the visible tests of one exercise
-# mhattn grade                                         # points for all ten, hidden tests included
+# mhattn grade                                         # points for every exercise, hidden tests included
 # ```

@@ -9,6 +9,7 @@ generated solutions/ (tests/grader_attacks/cases.py); attacks on the grader: tes
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -255,3 +256,15 @@ def test_hidden_modules_are_stand_ins_that_still_import(ex):
     ).format(str(ROOT / "mhattn" / "grade"), stubs, list(ex.banned))
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_the_docs_list_every_exercise_and_spell_out_no_count():
+    """README's table and exercises/README.md's sections follow spec.EXERCISES; no "ten exercises" to go stale."""
+    rows = re.findall(r"^\| (\d+) \| `(ex\d\d_\w+)\.py` \| .* \| (\d+) \|$", (ROOT / "README.md").read_text(), re.M)
+    assert rows == [(str(i), ex.name, str(ex.points)) for i, ex in enumerate(EXERCISES, 1)]
+    guide = (ROOT / "exercises_src" / "README.md").read_text(encoding="utf-8")
+    assert all(f"(`{ex.filename}`, {ex.points} points)" in guide for ex in EXERCISES)
+    docs = [ROOT / "README.md", ROOT / "exercises_src" / "README.md", ROOT / "exercises_src" / "test_visible.py",
+            ROOT / "notebooks" / "00_setup_and_backends.py", *(ROOT / "mhattn" / "grade").glob("*.py")]  # fmt: skip
+    counts = r"\b(ten|eleven|twelve|thirteen|fourteen|fifteen)\b|ex01 \.\.\. ex1\d|visible_ex01` \.\.\."
+    assert not [p.name for p in docs if re.search(counts, p.read_text(encoding="utf-8"), re.I)]

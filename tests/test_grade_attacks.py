@@ -34,7 +34,11 @@ MODES = {
     "sandbox": pytest.param(True, marks=pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not available")),
     "plain": pytest.param(False),
 }
-NEIGHBOUR = {"ex05_combine_heads": "ex01_split_heads", "ex02_softmax": "ex08_count_parameters"}
+NEIGHBOUR = {
+    "ex05_combine_heads": "ex01_split_heads",
+    "ex02_softmax": "ex08_count_parameters",
+    "ex11_online_softmax": "ex05_combine_heads",
+}
 
 
 def solution_files() -> dict[str, str]:
@@ -49,14 +53,17 @@ def write_submission(folder: Path, edits) -> Path:
 
 
 def leftovers() -> list[str]:
-    """Command lines of running processes a test submission started (or a worker that outlived its grade)."""
+    """Command lines of running processes a test submission started (or a worker that outlived its grade).
+
+    Only those run by this interpreter: a test run of another checkout on the same machine is not ours.
+    """
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")) if os.path.isdir("/proc") else []:
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if MARKER in cmd or ("mhattn-grade" in cmd and "worker.py" in cmd):
+        if sys.executable in cmd and (MARKER in cmd or ("mhattn-grade" in cmd and "worker.py" in cmd)):
             found.append(cmd)
     return found
 

@@ -1,9 +1,12 @@
 """Checks for exercise 11: attention over key tiles with the online softmax.
 
-``visible_ex11(mod, box)`` uses fixed small inputs a learner can read;
-``hidden_ex11(mod, box, rng)`` draws fresh shapes, tile sizes and masks and compares
-with mhattn's plain attention (the output) and the log-sum-exp of the scores.
-Both raise :class:`GradeFailure` with a one-line reason.
+``visible_ex11()`` (fixed small inputs a learner can read) and ``hidden_ex11(rng)`` (fresh
+shapes, float32 and float64, tiles of 1 key, of all S keys and in between, masks with a row
+that has no allowed key, S != T) return the list of :class:`~mhattn.grade.harness.Call` to make.
+The expected ``out`` is mhattn's plain attention; the expected ``lse`` is mhattn's tiled
+attention's (``-inf`` on a row with no allowed key). When a result is wrong, the grader
+compares it with the usual wrong online softmaxes (:func:`_online` with a rescaling left out,
+a wrong scaling, the running maximum as the lse) and names the one it matches.
 """
 
 from __future__ import annotations
@@ -11,57 +14,131 @@ from __future__ import annotations
 import numpy as np
 
 from mhattn.functional import scaled_dot_product_attention_forward
-from mhattn.grade.harness import GradeFailure, check_array, tol_for
+from mhattn.functional.attention_tiled import tiled_attention_forward
+from mhattn.grade.harness import Call, check_array, check_neginf, tol_for, tuple_of
+
+FN = "online_attention_forward"
+NAN_HINT = ("NaN where a row's keys so far are all masked: its running max is -inf and exp(-inf - (-inf)) is NaN; "
+            "use 0 in place of a -inf max (and divide by l only where l > 0)")  # fmt: skip
 
 
-def _reference(q, k, v, mask):
-    """Plain attention's output and each row's log-sum-exp (-inf where no key is allowed)."""
+def _scores(q, k, mask):
+    """Scaled, masked scores ``(..., T, S)`` in float64 (for the hints only)."""
+    s = q.astype(np.float64) @ k.astype(np.float64).swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+    return s if mask is None else np.where(mask, -np.inf, s)
+
+
+def _online(q, k, v, block_k, mask, rescale_sum, rescale_out):
+    """The online softmax with the rescaling by ``exp(m_old - m_new)`` of the sum and/or output left out (hints)."""
+    s_all, v = _scores(q, k, mask), v.astype(np.float64)
+    m = np.full((*s_all.shape[:-1], 1), -np.inf)  # (..., T, 1)
+    l_sum, acc = np.zeros_like(m), np.zeros((*s_all.shape[:-1], v.shape[-1]))
+    for k0 in range(0, s_all.shape[-1], block_k):
+        s = s_all[..., k0 : k0 + block_k]  # (..., T, bk)
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+        m_safe = np.where(np.isfinite(m_new), m_new, 0.0)
+        p, alpha = np.exp(s - m_safe), np.exp(m - m_safe)
+        l_sum = l_sum * (alpha if rescale_sum else 1.0) + p.sum(axis=-1, keepdims=True)
+        acc = acc * (alpha if rescale_out else 1.0) + p @ v[..., k0 : k0 + block_k, :]
+        m = m_new
+    safe = np.where(l_sum == 0, 1.0, l_sum)
+    return acc / safe, np.where(l_sum == 0, -np.inf, m + np.log(safe))[..., 0]
+
+
+def _candidates(q, k, v, block_k, mask):
+    """``{fault: (out, lse)}`` of the usual wrong online softmaxes on these inputs."""
+    found = {
+        "the running sum and output are not rescaled by exp(m_old - m_new) when a tile raises the maximum":
+            _online(q, k, v, block_k, mask, False, False),
+        "the running output is not rescaled by exp(m_old - m_new) when a tile raises the maximum (the sum is)":
+            _online(q, k, v, block_k, mask, True, False),
+        "the running sum is not rescaled by exp(m_old - m_new) when a tile raises the maximum (the output is)":
+            _online(q, k, v, block_k, mask, False, True),
+    }  # fmt: skip
+    d_k, S = q.shape[-1], k.shape[-2]
+    for name, c in (("no scaling", 1.0), ("a scaling by 1/d_k", 1.0 / d_k), ("a scaling by 1/sqrt(S), S keys", S**-0.5)):
+        qc = q.astype(np.float64) * (c * np.sqrt(d_k))  # mhattn divides by sqrt(d_k) again
+        out, lse, _ = tiled_attention_forward(qc, *_f64(k, v), mask, workers=1)
+        found[f"{name} instead of 1/sqrt(d_k)"] = (out, lse)
+    top, lse = _scores(q, k, mask).max(axis=-1), _lse64(q, k, v, mask)  # (..., T) each
+    found["lse is each row's maximum score: add the log of the running sum"] = (None, top)
+    log_l = np.where(top > -np.inf, lse - top, -np.inf)  # log of the running sum
+    found["lse is the log of the running sum only: add the running maximum back"] = (None, log_l)
+    return found
+
+
+def _lse64(q, k, v, mask):
+    """mhattn's log-sum-exp of each score row, in float64 ``(..., T)``."""
+    return tiled_attention_forward(*_f64(q, k, v), mask, workers=1)[1]
+
+
+def _f64(*arrays):
+    return tuple(a.astype(np.float64) for a in arrays)
+
+
+def _close(want, got):
+    return want.shape == got.shape and np.allclose(want, got, rtol=1e-3, atol=1e-3)
+
+
+def _hint(q, k, v, block_k, mask, part):
+    """A hint for a wrong ``out`` (part 0) or ``lse`` (part 1): the common fault it matches, if any."""
+
+    def hint(got):
+        with np.errstate(all="ignore"):
+            if np.any(np.isnan(got)):
+                return NAN_HINT if mask is not None else None
+            empty = np.isneginf(_lse64(q, k, v, mask))  # (..., T) rows with no allowed key
+            cut = (lambda a: np.where(empty, 0, a)) if part else (lambda a: a)
+            right = cut(_lse64(q, k, v, mask) if part else scaled_dot_product_attention_forward(*_f64(q, k, v), mask)[0])
+            for fault, pair in _candidates(q, k, v, block_k, mask).items():
+                want = None if pair[part] is None else cut(pair[part])
+                if want is not None and not _close(want, right) and _close(want, cut(got)):
+                    return f"this matches an online softmax where {fault}"
+        return None
+
+    return hint
+
+
+def _call(q, k, v, block_k, mask, what, atol):
+    """One call of ``online_attention_forward``; ``out`` judged against plain attention, ``lse`` against the tiled path."""
     out, _, _ = scaled_dot_product_attention_forward(q, k, v, mask)
-    scores = q.astype(np.float64) @ k.astype(np.float64).swapaxes(-1, -2) / np.sqrt(q.shape[-1])
-    if mask is not None:
-        scores = np.where(mask, -np.inf, scores)
-    top = scores.max(axis=-1, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    total = np.exp(scores - top).sum(axis=-1)
-    with np.errstate(divide="ignore"):
-        lse = np.where(total > 0, top[..., 0] + np.log(np.where(total > 0, total, 1.0)), -np.inf)
-    return out, lse.astype(q.dtype)
+    _, lse, _ = tiled_attention_forward(q, k, v, mask, workers=1)
+    what = f"{FN}({what})"
+
+    def judge(got):
+        tuple_of(what, 2, "(out, lse)")(got)
+        check_array(f"{what}: out", got[0], out, atol, hint=_hint(q, k, v, block_k, mask, 0))
+        check_neginf(f"{what}: lse", got[1], lse, atol, rtol=atol, hint=_hint(q, k, v, block_k, mask, 1))
+
+    args = (q, k, v, block_k) if mask is None else (q, k, v, block_k, mask)
+    return Call(FN, args, judge)
 
 
-def _check(mod, box, q, k, v, block_k, mask, what, atol):
-    res = box.call(mod.online_attention_forward, q, k, v, block_k, mask)
-    if not isinstance(res, tuple) or len(res) != 2:
-        raise GradeFailure(f"online_attention_forward ({what}): must return a tuple (out, lse)")
-    out, lse = _reference(q, k, v, mask)
-    check_array(f"online_attention_forward ({what}): out", res[0], out, atol)
-    got_lse = res[1]
-    if isinstance(got_lse, np.ndarray) and got_lse.shape == lse.shape:
-        empty = np.isneginf(lse)
-        if not np.array_equal(np.isneginf(got_lse), empty):
-            raise GradeFailure(f"online_attention_forward ({what}): lse must be -inf exactly where a row has no allowed key")
-        got_lse = np.where(empty, 0, got_lse).astype(lse.dtype)
-        lse = np.where(empty, 0, lse).astype(lse.dtype)
-    check_array(f"online_attention_forward ({what}): lse", got_lse, lse, atol, rtol=atol)
-
-
-def visible_ex11(mod, box):
+def visible_ex11():
     q = np.array([[[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]]])  # (1, 1, 3, 2)
     v = np.array([[[[1.0], [2.0], [3.0]]]])  # (1, 1, 3, 1)
-    for block_k in (3, 2, 1):
-        _check(mod, box, q, q.copy(), v, block_k, None, f"visible example, block_k={block_k}", 1e-12)
     mask = np.array([[False, True, True], [True, True, True], [False, False, False]])  # query 1 sees nothing
-    _check(mod, box, q, q.copy(), v, 2, mask, "visible example with a mask, block_k=2", 1e-12)
+    calls = [_call(q, q.copy(), v, b, None, f"q (1, 1, 3, 2), k=q, v (1, 1, 3, 1), block_k={b}", 1e-12) for b in (3, 2, 1)]
+    return calls + [_call(q, q.copy(), v, 2, mask, "q, k=q, v as above, block_k=2, mask (3, 3) with row 1 all True", 1e-12)]
 
 
-def hidden_ex11(mod, box, rng):
-    for i in range(4):
-        dtype = np.float64 if i % 2 == 0 else np.float32
-        B, h, T, S, d_k = (int(n) for n in rng.integers([1, 1, 2, 3, 2], [3, 4, 9, 12, 7]))
-        q, k, v = (rng.standard_normal((B, h, n, d_k)).astype(dtype) * 2 for n in (T, S, S))
-        block_k = int(rng.choice([1, 2, 3, S]))
+# (dtype, tile size, masked): both dtypes see tiles of 1 key, of all S keys and in between, with and without a mask
+HIDDEN = ((np.float64, "1", True), (np.float64, "mid", False), (np.float64, "S", True),
+          (np.float32, "1", False), (np.float32, "mid", True), (np.float32, "S", True))  # fmt: skip
+
+
+def hidden_ex11(rng):
+    calls = []
+    for dtype, tile, masked in HIDDEN:
+        B, h, d_k, d_v = (int(n) for n in rng.integers([1, 1, 2, 1], [3, 4, 7, 5]))
+        T = int(rng.integers(2, 10))
+        S = int(rng.choice([n for n in range(3, 12) if n != T]))  # S >= 3 keys, so a tile size in between exists
+        q, k, v = ((rng.standard_normal((B, h, n, d)) * 2).astype(dtype) for n, d in ((T, d_k), (S, d_k), (S, d_v)))
+        block_k = {"1": 1, "S": S, "mid": int(rng.integers(2, S))}[tile]
         mask = None
-        if i >= 2:
+        if masked:
             mask = rng.random((B, 1, T, S)) < 0.4
             mask[0, 0, -1, :] = True  # one query with no allowed key
-        what = f"q {q.shape} {np.dtype(dtype)}, S={S}, block_k={block_k}, {'a mask' if i >= 2 else 'no mask'}"
-        _check(mod, box, q, k, v, block_k, mask, what, tol_for(dtype))
+        what = f"q {q.shape}, k {k.shape}, v {v.shape} {np.dtype(dtype)}, block_k={block_k}, {'mask' if masked else 'no mask'}"
+        calls.append(_call(q, k, v, block_k, mask, what, tol_for(dtype)))
+    return calls

@@ -8,8 +8,10 @@ import sys
 
 from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, format_table, grade, to_json
 from mhattn.grade.sandbox import MISSING
+from mhattn.grade.spec import EXERCISES
 
 DESCRIPTION = "Grade the mhattn exercises: visible and hidden tests, points per exercise."
+FILES = f"{EXERCISES[0].marker}_*.py ... {EXERCISES[-1].marker}_*.py ({len(EXERCISES)} exercises)"
 EPILOG = """\
 JSON report (--json), every key:
   exercises   one record per exercise graded: name, points, max_points, reason (one line)
@@ -39,7 +41,7 @@ def positive(kind):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", nargs="?", default="exercises", help="folder with ex01_*.py ... ex10_*.py (default: %(default)s)")
+    p.add_argument("path", nargs="?", default="exercises", help=f"folder with {FILES} (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (keys below)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="grade only these exercises (e.g. ex03 or ex03_attention_forward)")
     p.add_argument(

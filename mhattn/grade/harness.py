@@ -43,6 +43,16 @@ def type_name(got) -> str:
     return got.name if isinstance(got, Opaque) else type(got).__name__
 
 
+def check_kind(what, got, expected):
+    """``got`` must be a NumPy array of ``expected``'s shape and dtype (GradeFailure otherwise)."""
+    if not isinstance(got, np.ndarray):
+        raise GradeFailure(f"{what}: expected a NumPy array, got {type_name(got)}")
+    if got.shape != expected.shape:
+        raise GradeFailure(f"{what}: shape {got.shape}, expected {expected.shape}")
+    if got.dtype != expected.dtype:
+        raise GradeFailure(f"{what}: dtype {got.dtype}, expected {expected.dtype}")
+
+
 def check_array(what, got, expected, atol, rtol=0.0, hint=None):
     """Compare ``got`` with the reference ``expected`` (a NumPy array) without revealing its values.
 
@@ -51,12 +61,7 @@ def check_array(what, got, expected, atol, rtol=0.0, hint=None):
     Raises:
         GradeFailure: not an array, wrong shape, wrong dtype, NaN/inf, or max error above tolerance.
     """
-    if not isinstance(got, np.ndarray):
-        raise GradeFailure(f"{what}: expected a NumPy array, got {type_name(got)}")
-    if got.shape != expected.shape:
-        raise GradeFailure(f"{what}: shape {got.shape}, expected {expected.shape}")
-    if got.dtype != expected.dtype:
-        raise GradeFailure(f"{what}: dtype {got.dtype}, expected {expected.dtype}")
+    check_kind(what, got, expected)
     if not np.all(np.isfinite(got)):
         why = hint(got) if hint else None
         raise GradeFailure(f"{what}: contains NaN or inf" + (f"; {why}" if why else ""))
@@ -68,6 +73,21 @@ def check_array(what, got, expected, atol, rtol=0.0, hint=None):
             moved = np.allclose(np.sort(got, axis=None), np.sort(expected, axis=None), rtol=1e-6, atol=max(tol, 1e-12))
             why = "the values are right but in the wrong places (a missing transpose, or a wrong order?)" if moved else None
         raise GradeFailure(f"{what}: max |error| vs reference {err:.2e} (tolerance {tol:.1e})" + (f"; {why}" if why else ""))
+
+
+def check_neginf(what, got, expected, atol, rtol=0.0, hint=None):
+    """As :func:`check_array`, for a reference that is ``-inf`` at some entries (a log of 0, e.g. an empty row's lse).
+
+    ``got`` must be ``-inf`` exactly there; the other entries are compared as in :func:`check_array`.
+    """
+    check_kind(what, got, expected)
+    empty = np.isneginf(expected)
+    if np.any(np.isnan(got)) or not np.array_equal(np.isneginf(got), empty):
+        why = hint(got) if hint and np.any(np.isnan(got)) else None
+        said = "contains NaN" if np.any(np.isnan(got)) else f"-inf at {int(np.isneginf(got).sum())} entries"
+        raise GradeFailure(f"{what}: {said}; it must be -inf exactly on the rows with no allowed key ({int(empty.sum())} here)"
+                           + (f"; {why}" if why else ""))  # fmt: skip
+    check_array(what, np.where(empty, 0, got).astype(got.dtype), np.where(empty, 0, expected), atol, rtol, hint)
 
 
 def check_number(what, got, expected, rel=1e-9, exact_int=False):

@@ -130,7 +130,7 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
     """Grade every exercise file under ``path``.
 
     Args:
-        path: folder holding ``ex01_split_heads.py`` ... ``ex10_random_removal.py``.
+        path: folder holding the exercise files (``ex01_split_heads.py``, ...: one per entry of ``spec.EXERCISES``).
         only: names of exercises to grade (full or short, e.g. ``"ex03"``); default all.
         timeout: wall-clock seconds per exercise (also its CPU-time limit, rounded up).
         seed: seed of the hidden tests' random inputs; default a fresh one every run.

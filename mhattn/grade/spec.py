@@ -6,17 +6,18 @@ mhattn's split heads), but not the one it is asked to write; ``banned`` lists th
 by a stand-in that raises (see :mod:`mhattn.grade.stubs`); ``solutions/`` and ``mhattn.grade``
 are out of the worker's sight.
 
-Adding an exercise (e.g. ``ex11_online_softmax``):
+Adding an exercise ``exNN_<topic>`` (the docs spell out no count of exercises, so none goes stale):
 
-1. write ``exercises_src/ex11_online_softmax.py`` with ``### BEGIN/END SOLUTION`` regions and run
+1. write ``exercises_src/exNN_<topic>.py`` with ``### BEGIN/END SOLUTION`` regions and run
    ``python scripts/make_exercises.py``;
-2. write ``visible_ex11()`` and ``hidden_ex11(rng)`` in a checks module (``checks_steps.py`` or a new
+2. write ``visible_exNN()`` and ``hidden_exNN(rng)`` in a checks module (``checks_steps.py`` or a new
    ``checks_<topic>.py``): each returns a list of :class:`~mhattn.grade.harness.Call`, i.e. the
    learner's function name, plain-data arguments (arrays, numbers, lists, dicts) and a judge built with
    :func:`~mhattn.grade.harness.array` / :func:`~mhattn.grade.harness.number` from mhattn's own result;
 3. add one ``Exercise(...)`` line to :data:`EXERCISES` below, with ``banned`` naming the mhattn
    functions that compute this step (their modules are hidden while it is graded);
-4. add the ``ex11`` pytest marker in ``pyproject.toml``; ``tests/test_grade.py`` then checks that
+4. add the ``exNN`` pytest marker in ``pyproject.toml`` and a row to README.md's exercise table;
+   ``tests/test_grade.py`` then checks the table against this list, and that
    ``solutions/`` scores full marks and the stub 0.
 """
 
@@ -50,7 +51,7 @@ class Exercise:
 
     @property
     def marker(self) -> str:
-        return self.name[:4]  # ex01 ... ex10, the pytest marker
+        return self.name[:4]  # ex01, ex02, ...: the pytest marker
 
     @property
     def hidden_modules(self) -> tuple[str, ...]:
@@ -83,8 +84,10 @@ EXERCISES = (
     Exercise("ex10_random_removal", "random-removal experiment", 10, ("removal_mask", "expected_loss_change", "removal_curve"),
              (), H.visible_ex10, H.hidden_ex10),
     Exercise("ex11_online_softmax", "online softmax over key tiles", 10, ("online_attention_forward",),
-             (F + "attention_tiled:tiled_attention_forward", F + "attention:scaled_dot_product_attention_forward",
-              F + "softmax:softmax_forward"), TL.visible_ex11, TL.hidden_ex11),
+             (F + "attention_tiled:tiled_attention_forward", F + "attention_tiled:tiled_attention_backward",
+              F + "attention:scaled_dot_product_attention_forward", F + "mha:multi_head_attention_forward", MHA_CLASS,
+              F + "softmax:softmax_forward", F + "losses:cross_entropy_forward", "mhattn.course.sweep:cross_entropy",
+              "mhattn.course.lessons:naive_softmax"), TL.visible_ex11, TL.hidden_ex11),
 )  # fmt: skip
 
 BY_NAME = {ex.name: ex for ex in EXERCISES}

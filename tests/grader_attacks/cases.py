@@ -11,6 +11,7 @@ from grader_attacks.edits import (
     BOTH,
     EX02,
     EX05,
+    EX11,
     MARKER,
     SANDBOX,
     SLEEPER,
@@ -45,6 +46,14 @@ WRONG = (
          "    return int(num_heads * per_head + d_model * d_model + (4 * d_model if bias else 0))\n",
          "    return 1_050_624  # the answer for (512, 8) that the visible test checks\n"),),
          "hidden test failed: count_parameters("),
+    *(Case(name, "ex11_online_softmax", (Edit(EX11, old, new),), words) for name, old, new, words in (
+        ("online_no_rescale", "alpha = np.exp(m - m_safe)", "alpha = np.ones_like(m)",
+         "the running sum and output are not rescaled by exp(m_old - m_new)"),
+        ("online_lse_is_max", "lse[..., 0].astype(q.dtype)", "m[..., 0].astype(q.dtype)", "lse is each row's maximum"),
+        ("online_nan_on_masked_row", "m_safe = np.where(np.isfinite(m_new), m_new, 0.0)", "m_safe = m_new",
+         "contains NaN or inf; NaN where a row's keys so far are all masked"),
+        ("online_scale_sqrt_S", "np.sqrt(q.shape[-1])", "np.sqrt(k.shape[-2])", "a scaling by 1/sqrt(S), S keys instead"),
+    )),
 )  # fmt: skip
 
 _FORGE = """
@@ -139,6 +148,24 @@ with os.fdopen(reply, "wb", closefd=False) as f:
 os.write(done, b"1")
 os._exit(0)
 """
+_TILED = """
+    import importlib
+    T = importlib.import_module("mhattn.functional.attention_" + "tiled")
+    try:
+        return getattr(T, "tiled_attention_" + "forward")(q, k, v, mask, block_k=block_k)[:2]
+    except RuntimeError:
+        import math
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        return getattr(T, "_forward_" + "block")(np, q, k, v, mask, False, scale, 0, q.shape[-2], block_k, None)
+"""
+_MHA_TILED = """
+    import importlib
+    F = importlib.import_module("mhattn.functional." + "mha")
+    eye = np.eye(q.shape[-1], dtype=q.dtype)
+    params = {"W_q": eye, "W_k": eye, "W_v": eye, "W_o": eye}
+    x = [a[0].swapaxes(0, 1) for a in (q, k, v)]  # (T or S, h, d_k): h plays the batch
+    return getattr(F, "multi_head_attention_" + "forward")(*x, params, 1, tiled=True)
+"""
 
 ATTACKS = (
     Case("forge_result_file_and_exit", "ex05_combine_heads", (at_import(EX05, _FORGE),), "before its reply was complete"),
@@ -196,6 +223,10 @@ ATTACKS = (
     Case("fake_array_class", "ex05_combine_heads", (ex05_instead(
          "class Fake:\n    __class__ = np.ndarray\n    shape = (B, T, h * d_k)\n    dtype = x.dtype\nreturn Fake()"),),
          "expected a NumPy array, got Fake"),
+    Case("tiled_reference_and_private_helper", "ex11_online_softmax", (Edit(EX11, "    S = k.shape[-2]\n", _TILED),),
+         "is hidden while ex11_online_softmax is graded"),
+    Case("mha_tiled_switch", "ex11_online_softmax", (Edit(EX11, "    S = k.shape[-2]\n", _MHA_TILED),),
+         "is hidden while ex11_online_softmax is graded"),
     Case("kill_the_grader", "ex05_combine_heads", (ex05_first("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
                                                               "os.kill(1, signal.SIGKILL)"),), full=True, modes=SANDBOX),
 )  # fmt: skip
