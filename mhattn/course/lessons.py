@@ -6,6 +6,7 @@
 - :func:`query_gradient_norms`: the gradient that actually reaches q, with and without 1/sqrt(d_k).
 - :func:`naive_softmax`: exp without subtracting the row maximum, to show the overflow.
 - :func:`softmax_backward_diagonal_only`: a deliberately wrong backward for the gradient-check demo.
+- :func:`offset_mass`: how much weight each head puts at each cyclic offset (notebook 05).
 - :func:`weights_bytes`, :func:`time_attention`: the cost of the ``(B, h, T, T)`` weights.
 """
 
@@ -85,6 +86,21 @@ def softmax_backward_diagonal_only(dprobs, cache: SoftmaxCache):
     """WRONG on purpose: keeps only the Jacobian's diagonal ``p_i (1 - p_i)`` and drops ``-p_i p_j``."""
     p = cache.probs
     return p * (1 - p) * dprobs
+
+
+def offset_mass(weights):
+    """Mean attention weight of each head at each cyclic offset: query t on key (t - o) mod T.
+
+    Args:
+        weights: ``(B, h, T, T)`` per-head self-attention weights.
+
+    Returns:
+        float64 ``(h, T)``: entry ``[i, o]`` is head i's mean weight on the key o places back.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    T = w.shape[-1]
+    t = np.arange(T)
+    return np.stack([w[:, :, t, (t - o) % T].mean(axis=(0, 2)) for o in range(T)], axis=1)  # (h, T)
 
 
 def weights_bytes(B: int, h: int, T: int, S: int | None = None, dtype="float32") -> int:
