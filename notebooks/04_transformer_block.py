@@ -36,7 +36,6 @@ import time
 import numpy as np
 from matplotlib.figure import Figure
 
-from mhattn import functional as F
 from mhattn.course.display import show
 from mhattn.course.postln import post_ln_block_backward, post_ln_block_forward
 from mhattn.functional.embedding import embedding_backward, embedding_forward
@@ -161,8 +160,14 @@ cfg6 = ModelConfig(vocab_size=16, output_sizes=(16,), d_model=32, num_heads=4, n
 P = init_params(cfg6, np.random.default_rng(0), dtype="float64")  # six blocks' parameters, one flat dict
 xb = rng.standard_normal((2, 3, 32))  # (B, T, d_model)
 bp = block_params(P, 0)
-report("pre-LN block (dx)", check_backward(lambda x: encoder_block_forward(x, bp, 4), lambda d, c: encoder_block_backward(d, c)[0], [xb]))
-report("post-LN block (dx)", check_backward(lambda x: post_ln_block_forward(x, bp, 4), lambda d, c: post_ln_block_backward(d, c)[0], [xb]))
+report(
+    "pre-LN block (dx)",
+    check_backward(lambda x: encoder_block_forward(x, bp, 4), lambda d, c: encoder_block_backward(d, c)[0], [xb]),
+)
+report(
+    "post-LN block (dx)",
+    check_backward(lambda x: post_ln_block_forward(x, bp, 4), lambda d, c: post_ln_block_backward(d, c)[0], [xb]),
+)
 
 # %% [markdown]
 # Now push one input of scale 3 through six freshly initialised blocks of each kind, and after each block print the root-mean-square of the residual stream and its cosine similarity with the input:
@@ -176,7 +181,9 @@ for kind, block in (("pre-LN", encoder_block_forward), ("post-LN", post_ln_block
         x, _, _ = block(x, block_params(P, layer), 4)
         rows.append((float(np.sqrt((x**2).mean())), float((x * x0).sum() / np.linalg.norm(x) / np.linalg.norm(x0))))
     stream[kind] = rows
-    print(f"{kind:>7}: rms " + " ".join(f"{r:5.2f}" for r, _ in rows) + "   cos(x, input) " + " ".join(f"{c:4.2f}" for _, c in rows))
+    print(
+        f"{kind:>7}: rms " + " ".join(f"{r:5.2f}" for r, _ in rows) + "   cos(x, input) " + " ".join(f"{c:4.2f}" for _, c in rows)
+    )
 pre, post = stream["pre-LN"], stream["post-LN"]
 assert all(abs(r - 1) < 0.01 for r, _ in post)  # post-LN: every block output is renormalised
 assert pre[-1][1] > 0.9 > post[-1][1] and post[-1][1] < post[0][1]  # pre-LN keeps the input; post-LN loses it step by step
@@ -241,7 +248,7 @@ for name in ("embed.W", "blocks.0.ln1.gamma", "blocks.0.attn.W_q", "blocks.0.ff.
 model = TransformerModel(cfg, seed=0)
 opt = Adam(model.params, lr=3e-3)
 batch_rng, losses = np.random.default_rng(3), []
-for step in range(200):
+for _ in range(200):
     ids, tgts = task.sample(64, batch_rng)
     loss, dlogits = multi_loss(model.forward(ids)[0], tgts)
     opt.step(model.backward(dlogits))

@@ -32,6 +32,12 @@ def test_every_exercise_has_a_section(path):
 def test_formulas_sit_in_collapsed_hints():
     """The answers' formulas appear only inside <details> blocks, never in the open text."""
     open_text = re.sub(r"<details>.*?</details>", "", README, flags=re.DOTALL)
-    for formula in ("p * (dprobs - sum(dprobs * p))", "a transpose of axes 1 and 2", "4 d_model^2 + 4 d_model", "h * 3 * (d_model/h)^2"):
+    formulas = (
+        "p * (dprobs - sum(dprobs * p))",
+        "a transpose of axes 1 and 2",
+        "4 d_model^2 + 4 d_model",
+        "h * 3 * (d_model/h)^2",
+    )
+    for formula in formulas:
         assert formula in README, f"the hint {formula!r} went missing"
         assert formula not in open_text, f"{formula!r} is in the open text: move it into a <details> hint"

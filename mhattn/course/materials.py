@@ -8,7 +8,7 @@ repository. Either way the learner gets:
 * ``notebooks/``: every ``NN_name.ipynb`` (with its stored outputs) and its jupytext source ``NN_name.py``,
   and ``nbval_sanitize.cfg``;
 * ``exercises/``: the stubs (generated from ``exercises_src/``, answers replaced by ``NotImplementedError``),
-  their ``README.md`` and ``HINTS.md``, and ``test_visible.py``.
+  their ``README.md`` (with the hints, collapsed) and ``test_visible.py``.
 
 ``solutions/`` and ``exercises_src/`` are never part of it.
 """
@@ -78,6 +78,7 @@ def packaged() -> dict[str, bytes]:
 
 def conflicts(dest: Path, files: dict[str, bytes]) -> list[str]:
     """Paths under ``dest`` that exist with content different from ``files`` (a learner's edits), sorted."""
+
     def differs(path: Path, data: bytes) -> bool:
         return path.exists() and (not path.is_file() or path.read_bytes() != data)
 
