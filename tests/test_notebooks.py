@@ -50,7 +50,9 @@ def test_opens_with_objectives(source):
     cells, _ = _markdown_cells(source)
     assert cells and cells[0][0] == 0, f"{source.name}: the first cell must be markdown (title and objectives)"
     first = cells[0][1]
-    assert re.search(r"objectives", first, re.IGNORECASE), f"{source.name}: the first cell names no learning objectives"
+    assert re.search(r"objectives|after this notebook you can", first, re.IGNORECASE), (
+        f"{source.name}: the first cell states no learning objectives ('Learning objectives' or 'After this notebook you can')"
+    )
     assert re.search(r"^\s*(\d+\.|[-*])\s+\S", first, re.MULTILINE), f"{source.name}: the objectives are not a list"
 
 
@@ -59,5 +61,5 @@ def test_ends_with_exercise_pointers(source):
     cells, n = _markdown_cells(source)
     assert cells and cells[-1][0] == n - 1, f"{source.name}: the last cell must be markdown (pointers to the exercises)"
     last = cells[-1][1]
-    assert re.search(r"^#+ .*Exercises", last, re.MULTILINE), f"{source.name}: the last cell has no 'Exercises' heading"
+    assert re.search(r"^(#+ .*|\*\*)Exercises", last, re.MULTILINE), f"{source.name}: the last cell has no 'Exercises' heading"
     assert re.search(r"\bex\d\d_\w+\.py|exercises/", last), f"{source.name}: the last cell names no exercise file"
