@@ -28,7 +28,7 @@
 import numpy as np
 
 import mhattn
-from mhattn.course import counting, walkthrough
+from mhattn.course import counting, lessons, walkthrough
 from mhattn.course.display import show
 from mhattn.plots.attention import attention_heatmaps
 
@@ -95,6 +95,31 @@ for h in (1, 2, 8, 16):
 # %% [markdown]
 # Eight heads of 64 have exactly as many parameters as one head of 512 (asserted in the loop above).
 #
+# ### And the same arithmetic
+#
+# Vaswani et al. (2017, §3.2.2) say more than that: "due to the reduced dimension of each head, the total computational cost is similar to that of single-head attention with full dimensionality". Count the floating-point operations of one forward pass at fixed d_model = 512 (`counting.attention_flops`; B = 1, T = S = 128):
+
+# %%
+flops = {h: counting.attention_flops(1, 128, 128, d, h) for h in (1, 2, 4, 8, 16)}
+print(f"{'h':>3} {'d_k':>4} {'projections':>14} {'q k^T':>12} {'weights @ v':>12} {'softmax entries':>16}")
+for h, f in flops.items():
+    print(f"{h:>3} {d // h:>4} {f['projections']:>14,} {f['scores']:>12,} {f['weighted_sum']:>12,} {f['softmax_entries']:>16,}")
+matmuls = {h: f["projections"] + f["scores"] + f["weighted_sum"] for h, f in flops.items()}
+assert len(set(matmuls.values())) == 1  # every matrix product: the same FLOPs for every h
+assert flops[16]["softmax_entries"] == 16 * flops[1]["softmax_entries"]  # only the softmax grows with h
+assert flops[16]["softmax_entries"] < 0.01 * matmuls[16]  # and it is cheap next to the products
+
+# %% [markdown]
+# Every matrix product costs the same for every h (asserted); only the softmax has h times as many entries, and it is cheap next to the products. Measured time follows the arithmetic only roughly: many heads mean many small matrix products, and the machine and its load matter. The times below are printed, not checked (they depend on the machine); compare them yourself:
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+x128 = np.random.default_rng(0).standard_normal((1, 128, d)).astype(np.float32)
+for h in (1, 2, 4, 8, 16):
+    t = lessons.time_attention(mhattn.MultiHeadAttention(d, h, seed=0), x128, repeats=5)
+    print(f"h={h:2d}: forward {t['forward_s'] * 1e3:6.1f} ms   backward {t['backward_s'] * 1e3:6.1f} ms (best of 5)")
+
+# %% [markdown]
 # ### A formula often quoted for this count counts another layer
 #
 # Explanations of multi-head attention sometimes give the count as `h · 3 · (d_model/h)² + d_model²` and say it simplifies to `4 · d_model²`, "the same as single-head attention". The paper (Vaswani et al. 2017, §3.2.2) only says that the total computational cost is similar to that of single-head attention with full dimensionality. The formula does not simplify that way. With d_model = 512 and h = 8:

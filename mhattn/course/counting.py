@@ -59,3 +59,24 @@ def free_parameters(mha: MultiHeadAttention, structural_zeros: dict | None = Non
     """
     structural_zeros = structural_zeros or {}
     return int(sum(int(structural_zeros[n].sum()) if n in structural_zeros else p.size for n, p in mha.params.items()))
+
+
+def attention_flops(batch: int, T: int, S: int, d_model: int, num_heads: int) -> dict:
+    """Multiply-adds x 2 of one multi-head attention forward (self- or cross-attention), step by step.
+
+    The matrix products do the same arithmetic for every h that divides d_model: the projections are
+    ``(B T, d_model) @ (d_model, d_model)`` whatever h is, and the h score products of width d_k add up to one
+    of width d_model. Only the softmax grows with h (one row of S per query and head).
+
+    Returns:
+        ``{"projections", "scores", "weighted_sum", "softmax_entries"}`` as Python ints: FLOPs of the four
+        ``d_model x d_model`` projections (Q, K, V, output), of ``q k^T`` and of ``weights @ v``, and the number of
+        entries the softmax exponentiates, ``B h T S``.
+    """
+    d_k = d_model // num_heads
+    return {
+        "projections": 2 * batch * (2 * T + 2 * S) * d_model * d_model,  # Q and output over T rows, K and V over S
+        "scores": 2 * batch * num_heads * T * S * d_k,
+        "weighted_sum": 2 * batch * num_heads * T * S * d_k,
+        "softmax_entries": batch * num_heads * T * S,
+    }
