@@ -33,7 +33,9 @@
 # python -m pip install -e ".[dev]"         # everything the tests need, plus ruff
 # ```
 #
-# Then `jupyter lab notebooks/` opens this course. The only hard dependency is NumPy; CuPy is optional and is imported only when you ask for it.
+# Then `jupyter lab notebooks/` opens this course. The only hard dependency is NumPy; CuPy is optional and is imported only when you ask for it. Without a clone, `pip install "mhattn[course]"` and `mhattn course init my-course` give you the notebooks and the exercises in `my-course/`.
+#
+# Every term the course uses (nats, ablation, head mask, pre-LN, ...) is defined in the glossary: `docs/glossary.md` in the repository, `glossary.md` in a folder made by `mhattn course init`.
 
 # %%
 import numpy as np

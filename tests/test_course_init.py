@@ -38,6 +38,7 @@ def test_init_copies_the_course_and_prints_the_next_command(tmp_path, capsys):
         assert (dest / "notebooks" / nb).with_suffix(".py").is_file()
     for name in [*EXERCISES, "README.md", "test_visible.py"]:
         assert (dest / "exercises" / name).is_file(), name
+    assert (dest / "glossary.md").read_bytes() == (ROOT / "docs" / "glossary.md").read_bytes()
     copied = {p.relative_to(dest).as_posix(): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
     _assert_no_answers(copied)
     assert not (dest / "solutions").exists() and not (dest / "exercises_src").exists()

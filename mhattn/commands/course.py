@@ -45,6 +45,8 @@ def main(args) -> int:
     n_ex = sum(1 for rel in files if rel.startswith("exercises/ex"))
     print(f"  notebooks/  {n_nb} notebooks (.ipynb with their .py sources)")
     print(f"  exercises/  {n_ex} exercise stubs, README.md, the visible tests")
+    if "glossary.md" in files:
+        print("  glossary.md every term the course uses")
     print("\nnext:")
     print(f"  cd {dest}")
     print(f"  jupyter lab {FIRST_NOTEBOOK}      # the course starts here (pip install 'mhattn[course]' for Jupyter)")

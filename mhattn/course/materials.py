@@ -8,7 +8,8 @@ repository. Either way the learner gets:
 * ``notebooks/``: every ``NN_name.ipynb`` (with its stored outputs) and its jupytext source ``NN_name.py``,
   and ``nbval_sanitize.cfg``;
 * ``exercises/``: the stubs (generated from ``exercises_src/``, answers replaced by ``NotImplementedError``),
-  their ``README.md`` (with the hints, collapsed) and ``test_visible.py``.
+  their ``README.md`` (with the hints, collapsed) and ``test_visible.py``;
+* ``glossary.md``: every term the course uses (``docs/glossary.md``).
 
 ``solutions/`` and ``exercises_src/`` are never part of it.
 """
@@ -50,6 +51,9 @@ def collect(root: Path) -> dict[str, bytes]:
     for path in sorted(nb.glob("[0-9][0-9]_*.ipynb")) + sorted(nb.glob("[0-9][0-9]_*.py")) + [nb / "nbval_sanitize.cfg"]:
         if path.is_file():
             files[f"notebooks/{path.name}"] = path.read_bytes()
+    glossary = root / "docs" / "glossary.md"
+    if glossary.is_file():
+        files["glossary.md"] = glossary.read_bytes()
     stubs = _stub_texts(root)
     if stubs is not None:
         files.update({f"exercises/{name}": text.encode("utf-8") for name, text in stubs.items()})
