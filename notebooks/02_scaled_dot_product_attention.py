@@ -26,8 +26,8 @@
 # 4. draw attention weights as heatmaps.
 
 # %%
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 import mhattn
 from mhattn.course import lessons
@@ -106,7 +106,8 @@ assert np.median(un) < np.median(sc) / 100  # most rows get almost nothing
 assert np.percentile(un, 99) > 10 * np.percentile(sc, 99)  # a few get large, spiky gradients
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+fig = Figure(figsize=(9, 3.4), layout="constrained")  # no pyplot state; titles never overlap
+axes = fig.subplots(1, 2)
 for scaled, style in ((True, "o-"), (False, "s--")):
     label = "q.k / sqrt(d_k)" if scaled else "q.k (unscaled)"
     axes[0].plot(d_ks, [r["max_weight"] for r in stats[scaled]], style, label=label)
@@ -117,7 +118,6 @@ axes[0].set(xscale="log", xlabel="d_k", ylabel="mean largest weight (1/16 = flat
 axes[1].set(xscale="log", yscale="log", xlabel="d_k", ylabel="||dL/dq|| per query", title="gradient reaching q")
 axes[0].legend(fontsize=8)
 axes[1].legend(fontsize=7)
-fig.tight_layout()
 show(fig)
 
 # %% [markdown]

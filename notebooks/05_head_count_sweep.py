@@ -49,8 +49,8 @@
 # %%
 import time
 
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from mhattn.course import lessons, sweep
 from mhattn.course.display import show
@@ -97,7 +97,8 @@ for claim, holds in claims.items():
 assert all(claims.values())
 
 # %%
-fig, ax = plt.subplots(figsize=(5.5, 3.4))
+fig = Figure(figsize=(5.5, 3.6), layout="constrained")
+ax = fig.subplots()
 for hh in heads:
     ax.scatter([hh] * len(by_h[hh]), by_h[hh], color="tab:blue", alpha=0.4, s=18)
 ax.plot(heads, [np.mean(by_h[hh]) for hh in heads], "o-", color="tab:blue", label="mean of 3 seeds")
@@ -113,7 +114,6 @@ ax.set(
 )
 ax.minorticks_off()
 ax.legend(loc="lower center")
-fig.tight_layout()
 show(fig)
 
 # %% [markdown]
