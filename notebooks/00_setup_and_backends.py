@@ -55,7 +55,7 @@ print("its array module:", mhattn.backend.xp().__name__)
 # %%
 x = mhattn.asarray(np.ones((2, 3, 8), dtype=np.float32))  # (B, T, d_model) on the current backend
 print("x lives in:", mhattn.get_array_module(x).__name__)
-assert mhattn.get_array_module(x).__name__ == mhattn.backend.xp().__name__  # new arrays go to the current backend
+assert mhattn.get_array_module(x).__name__ == mhattn.get_backend()  # new arrays go to the current backend
 
 mha = mhattn.MultiHeadAttention(d_model=8, num_heads=2, seed=0)
 out, weights = mha(x)

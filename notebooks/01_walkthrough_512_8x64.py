@@ -126,10 +126,10 @@ for h in (1, 2, 4, 8, 16):
 
 # %%
 d, h = 512, 8
-print(f"h*3*(d/h)^2 + d^2 = {counting.explainer_count(d, h):,}")
+print(f"h*3*(d/h)^2 + d^2 = {counting.count_block_diagonal(d, h):,}")
 print(f"4*d^2             = {4 * d * d:,}")
-print(f"the formula at h=1: {counting.explainer_count(d, 1):,}; at h=8: {counting.explainer_count(d, h):,}")
-assert counting.explainer_count(d, 1) == 4 * d * d != counting.explainer_count(d, h)
+print(f"the formula at h=1: {counting.count_block_diagonal(d, 1):,}; at h=8: {counting.count_block_diagonal(d, h):,}")
+assert counting.count_block_diagonal(d, 1) == 4 * d * d != counting.count_block_diagonal(d, h)
 
 # %% [markdown]
 # `h · 3 · (d/h)² + d² = 3d²/h + d²`, which equals `4d²` only when h = 1. The formula also contradicts the claim it comes with, that the count does not depend on h.
@@ -140,9 +140,9 @@ assert counting.explainer_count(d, 1) == 4 * d * d != counting.explainer_count(d
 block = counting.block_diagonal_mha(d, h, seed=0)
 mask = counting.block_diagonal_mask(d, h)
 free = counting.free_parameters(block, {"W_q": mask, "W_k": mask, "W_v": mask})
-print(f"block-diagonal layer, weights only: {free - 4 * d:,}  (formula: {counting.explainer_count(d, h):,})")
+print(f"block-diagonal layer, weights only: {free - 4 * d:,}  (formula: {counting.count_block_diagonal(d, h):,})")
 print(f"standard layer, weights only:       {counting.standard_count(d, h, bias=False):,}")
-assert free - 4 * d == counting.explainer_count(d, h)
+assert free - 4 * d == counting.count_block_diagonal(d, h)
 
 # %% [markdown]
 # The difference is not just bookkeeping. In the block-diagonal layer, changing input features 0–63 can only change head 0's query; in the standard layer it changes every head's query:

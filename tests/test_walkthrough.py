@@ -33,12 +33,12 @@ def test_walkthrough_command_prints_shapes_and_counts(tmp_path, capsys):
 def test_explainer_formula_counts_the_block_diagonal_layer():
     d, h = 512, 8
     assert counting.standard_count(d, h, bias=False) == 4 * d * d == counting.standard_count(d, 1, bias=False)
-    assert counting.explainer_count(d, h) == 3 * d * d // h + d * d == 360_448
-    assert counting.explainer_count(d, 1) == 4 * d * d  # equal only at h = 1
+    assert counting.count_block_diagonal(d, h) == 3 * d * d // h + d * d == 360_448
+    assert counting.count_block_diagonal(d, 1) == 4 * d * d  # equal only at h = 1
     block = counting.block_diagonal_mha(64, 4, seed=0)
     mask = counting.block_diagonal_mask(64, 4)
     free = counting.free_parameters(block, {n: mask for n in ("W_q", "W_k", "W_v")})
-    assert free == counting.explainer_count(64, 4, bias=True)
+    assert free == counting.count_block_diagonal(64, 4, bias=True)
     W = mhattn.to_numpy(block.params["W_q"])
     assert np.all(W[~mask] == 0) and np.all(W[mask] != 0)
 

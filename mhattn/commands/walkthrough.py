@@ -29,7 +29,7 @@ def main(args) -> int:
     print(f"  standard, h=1:        {counting.standard_count(d, 1, bias=False):>9,} weights (same: h does not matter)")
     print(f"  + biases:             {counting.standard_count(d, h):>9,} = 4*d_model^2 + 4*d_model")
     print(
-        f"  often-quoted formula  {counting.explainer_count(d, h):>9,} = h*3*(d_model/h)^2 + d_model^2:"
+        f"  often-quoted formula  {counting.count_block_diagonal(d, h):>9,} = h*3*(d_model/h)^2 + d_model^2:"
         " block-diagonal W_q/W_k/W_v, not the standard layer"
     )
     if args.out is not None:

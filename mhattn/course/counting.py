@@ -26,7 +26,7 @@ def standard_count(d_model: int, num_heads: int, bias: bool = True) -> int:
     return num_heads * per_head + d_model * d_model + (4 * d_model if bias else 0)
 
 
-def explainer_count(d_model: int, num_heads: int, bias: bool = False) -> int:
+def count_block_diagonal(d_model: int, num_heads: int, bias: bool = False) -> int:
     """The often-quoted ``h * 3 * (d_model/h)^2 + d_model^2``: it counts block-diagonal projections."""
     d_k = d_model // num_heads
     return num_heads * 3 * d_k * d_k + d_model * d_model + (4 * d_model if bias else 0)

@@ -59,7 +59,7 @@ EXERCISES = (
     Exercise("ex07_mha_backward", "multi-head backward", 15, ("mha_backward",),
              (F + "mha:multi_head_attention_backward", MHA_CLASS), M.visible_ex07, M.hidden_ex07),
     Exercise("ex08_count_parameters", "counting parameters", 5, ("count_parameters", "count_block_diagonal"),
-             ("mhattn.course.counting:standard_count", "mhattn.course.counting:explainer_count",
+             ("mhattn.course.counting:standard_count", "mhattn.course.counting:count_block_diagonal",
               "mhattn.course.counting:free_parameters", MHA_CLASS), H.visible_ex08, H.hidden_ex08),
     Exercise("ex09_head_importance", "head importance from head-mask gradients", 10, ("head_mask_gradient", "head_importance"),
              (F + "mha:multi_head_attention_backward", MHA_CLASS), H.visible_ex09, H.hidden_ex09),
