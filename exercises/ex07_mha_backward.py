@@ -2,7 +2,7 @@
 # exercises_src/ex07_mha_backward.py by scripts/make_exercises.py; change the source, not this copy.)
 """Exercise 7: the full multi-head backward, every parameter's gradient.
 
-Read exercises/README.md, section "7. Multi-head backward", first.
+Read exercises/README.md, section "7. The full backward", first.
 Run the visible tests: ``python -m pytest exercises/test_visible.py -m ex07``.
 You may use mhattn's forward functions and the backward of each *step* (imported
 below), but not ``multi_head_attention_backward`` or ``MultiHeadAttention``.

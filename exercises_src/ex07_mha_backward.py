@@ -1,6 +1,6 @@
 """Exercise 7: the full multi-head backward, every parameter's gradient.
 
-Read exercises/README.md, section "7. Multi-head backward", first.
+Read exercises/README.md, section "7. The full backward", first.
 Run the visible tests: ``python -m pytest exercises/test_visible.py -m ex07``.
 You may use mhattn's forward functions and the backward of each *step* (imported
 below), but not ``multi_head_attention_backward`` or ``MultiHeadAttention``.

@@ -1,6 +1,6 @@
 """Exercise 10: the random-removal experiment (expected loss change when removing k of h heads).
 
-Read exercises/README.md, section "10. Random removal", first.
+Read exercises/README.md, section "10. The random-removal experiment", first.
 Run the visible tests: ``python -m pytest exercises/test_visible.py -m ex10``.
 """
 

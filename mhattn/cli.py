@@ -21,6 +21,7 @@ SUBCOMMANDS = {
     "train": "mhattn.commands.train",
     "prune": "mhattn.commands.prune",
     "grade": "mhattn.commands.grade",
+    "course": "mhattn.commands.course",
 }
 
 

@@ -33,7 +33,9 @@
 # python -m pip install -e ".[dev]"         # everything the tests need, plus ruff
 # ```
 #
-# Then `jupyter lab notebooks/` opens this course. The only hard dependency is NumPy; CuPy is optional and is imported only when you ask for it.
+# Then `jupyter lab notebooks/` opens this course. The only hard dependency is NumPy; CuPy is optional and is imported only when you ask for it. Without a clone, `pip install "mhattn[course]"` and `mhattn course init my-course` give you the notebooks and the exercises in `my-course/`.
+#
+# Every term the course uses (nats, ablation, head mask, pre-LN, ...) is defined in the glossary: `docs/glossary.md` in the repository, `glossary.md` in a folder made by `mhattn course init`.
 
 # %%
 import numpy as np
@@ -53,6 +55,7 @@ print("its array module:", mhattn.backend.current_array_module().__name__)
 # %%
 x = mhattn.asarray(np.ones((2, 3, 8), dtype=np.float32))  # (B, T, d_model) on the current backend
 print("x lives in:", mhattn.get_array_module(x).__name__)
+assert mhattn.get_array_module(x).__name__ == mhattn.get_backend()  # new arrays go to the current backend
 
 mha = mhattn.MultiHeadAttention(d_model=8, num_heads=2, seed=0)
 out, weights = mha(x)
@@ -90,12 +93,14 @@ except ValueError as err:
     print("ValueError:", err)
 
 # %% [markdown]
-# ## Where next
+# ## Exercises, and where next
 #
 # * Notebook **01** walks one sentence through `MultiHeadAttention(512, 8)`, printing every shape.
-# * The graded exercises are in `exercises/` (read `exercises/README.md`). Check your work with
+# * The graded exercises are in `exercises/` (read `exercises/README.md` first; exercise 1 is `exercises/ex01_split_heads.py`). This notebook has no exercise of its own; check your setup by running the visible tests of exercise 1, which fail with `NotImplementedError` until you write it:
 #
 # ```bash
 # python -m pytest exercises/test_visible.py -m ex01   # the visible tests of one exercise
 # mhattn grade                                         # points for every exercise, hidden tests included
 # ```
+#
+# Installed from a wheel, without the repository? `mhattn course init my-course` copies the notebooks and exercises into `my-course/`.

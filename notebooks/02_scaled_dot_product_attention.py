@@ -20,14 +20,14 @@
 #
 # **Learning objectives.** After this notebook you can
 #
-# 1. show with numbers why the scores are divided by $\sqrt{d_k}$: the variance of a dot product grows with $d_k$, and large scores saturate the softmax and starve it of gradient;
+# 1. show with numbers why the scores are divided by $\sqrt{d_k}$: the variance of a dot product grows with $d_k$, and large scores saturate the softmax: most queries then get almost no gradient and a few get large, spiky ones;
 # 2. explain why a softmax subtracts the row maximum before `exp`, and see the overflow when it does not;
 # 3. build and read causal and padding masks, including a query that may see no key at all;
 # 4. draw attention weights as heatmaps.
 
 # %%
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 import mhattn
 from mhattn.course import lessons
@@ -41,43 +41,87 @@ np.set_printoptions(precision=3, suppress=True)
 # ## 1. The variance of a dot product grows like $d_k$
 #
 # Take $q, k \in \mathbb{R}^{d_k}$ with independent entries of mean 0 and variance 1. Each product $q_i k_i$ has mean 0 and variance 1, and the $d_k$ products are independent, so
-# $\mathrm{Var}(q \cdot k) = d_k$ (the paper's footnote 4). Dividing by $\sqrt{d_k}$ divides the variance by $d_k$, back to 1, whatever the head size. Sampled:
+# $\mathrm{Var}(q \cdot k) = d_k$ (Vaswani et al. 2017, §3.2.1, footnote 4). Dividing by $\sqrt{d_k}$ divides the variance by $d_k$, back to 1, whatever the head size. Sampled:
 
 # %%
 rows = lessons.dot_product_variance([1, 4, 16, 64, 256, 1024], n=20_000, seed=0)
-print(f"{'d_k':>6} {'Var(q.k)':>10} {'Var(q.k / sqrt(d_k))':>22}")
+print(f"{'d_k':>6} {'Var(q.k)':>10} {'Var(q.k)/d_k':>13} {'Var(q.k / sqrt(d_k))':>22}")
 for r in rows:
-    print(f"{r['d_k']:>6} {r['var_raw']:>10.1f} {r['var_scaled']:>22.2f}")
+    print(f"{r['d_k']:>6} {r['var_raw']:>10.1f} {r['var_raw'] / r['d_k']:>13.2f} {r['var_scaled']:>22.2f}")
+# the claims above: Var(q.k) is about d_k, and the scaled variance is about 1, for every d_k (within 5%)
+assert all(abs(r["var_raw"] / r["d_k"] - 1) < 0.05 and abs(r["var_scaled"] - 1) < 0.05 for r in rows)
 
 # %% [markdown]
 # ## 2. Why a large variance hurts: a saturated softmax
 #
-# Scores with standard deviation $\sqrt{512} \approx 23$ differ by tens, and `exp` turns a gap of 20 into a factor of about $5 \cdot 10^8$: nearly all the weight goes to one key. Such a row is almost one-hot, and the softmax Jacobian $\mathrm{diag}(p) - pp^\top$ is then almost zero, so almost no gradient reaches $Q$ and $K$. Below: one query over 16 random keys, averaged over 2000 draws.
+# Unscaled scores of a wide head have a standard deviation of $\sqrt{d_k}$, so two scores of one row differ by many units, and `exp` turns a gap of $g$ into a factor $e^g$:
+
+# %%
+print(f"standard deviation of unscaled scores at d_k = 512: {np.sqrt(512):.1f}")
+print(f"exp(20) = {np.exp(20):.2e}: the weight ratio of two keys whose scores differ by 20")
+
+# %% [markdown]
+# So nearly all the weight goes to one key. Such a row is almost one-hot, and the softmax Jacobian $J = \mathrm{diag}(p) - pp^\top$ is then almost zero. Below: one query over 16 random keys, averaged over 2000 draws; the columns are the mean largest weight and the mean Frobenius norm $\|J\|$.
 
 # %%
 d_ks = [4, 16, 64, 256, 1024]
 stats = {s: [lessons.softmax_saturation(d, S=16, scaled=s, seed=1) for d in d_ks] for s in (True, False)}
-print(f"{'d_k':>6} | {'largest weight':^23} | {'|Jacobian| (gradient size)':^27}")
+print(f"{'d_k':>6} | {'largest weight':^23} | {'||diag(p) - p p^T||':^27}")
 print(f"{'':>6} | {'scaled':>10} {'unscaled':>12} | {'scaled':>10} {'unscaled':>16}")
 for i, d in enumerate(d_ks):
     a, b = stats[True][i], stats[False][i]
     print(f"{d:>6} | {a['max_weight']:>10.2f} {b['max_weight']:>12.2f} | {a['grad_norm']:>10.3f} {b['grad_norm']:>16.3f}")
+scaled_max = [r["max_weight"] for r in stats[True]]
+unscaled_max, unscaled_jac = [r["max_weight"] for r in stats[False]], [r["grad_norm"] for r in stats[False]]
+# claims: scaled rows stay equally peaked whatever d_k; unscaled rows get more one-hot and J shrinks as d_k grows
+assert max(scaled_max) - min(scaled_max) < 0.05
+assert unscaled_max == sorted(unscaled_max) and unscaled_max[-1] > 0.9
+assert unscaled_jac == sorted(unscaled_jac, reverse=True)
+
+# %% [markdown]
+# ### What reaches $q$ is not $J$ alone
+#
+# $\|J\|$ is not the gradient. Going backwards through $s_j = q \cdot k_j$ (times $1/\sqrt{d_k}$ when scaled), the gradient reaching the query is $\partial L/\partial q = \sum_j \mathrm{dscores}_j\, k_j$ with $\mathrm{dscores} = J\,\mathrm{dweights}$: the Jacobian's output is **multiplied by the keys**, whose length grows like $\sqrt{d_k}$, and without the scaling nothing divides that growth away. So an unscaled wide head does two things at once: most rows are one-hot and pass almost nothing back, while the few rows where two scores nearly tie have a large $J$ times long keys, and pass back large, spiky gradients. `lessons.query_gradient_norms` measures $\|\partial L/\partial q\|$ per query with mhattn's own attention backward (random $q, k, v$ and upstream gradient); the table gives its median and upper percentiles over 2000 queries.
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+print(f"{'d_k':>6} {'':>9} {'median':>9} {'90th pct':>9} {'99th pct':>9} {'max':>9} {'rows < 1e-3':>12}")
+norms = {}
+for d in d_ks:
+    for scaled in (True, False):
+        g = norms[d, scaled] = lessons.query_gradient_norms(d, S=16, scaled=scaled, seed=2)
+        pct = np.percentile(g, [50, 90, 99])
+        label = "scaled" if scaled else "unscaled"
+        print(f"{d:>6} {label:>9} {pct[0]:>9.3f} {pct[1]:>9.2f} {pct[2]:>9.1f} {g.max():>9.1f} {np.mean(g < 1e-3):>12.0%}")
+
+# %% [markdown]
+# At the widest head in the table, the unscaled median query gets a gradient many times smaller than the scaled one, while its largest gradients are many times larger. The cell below checks exactly that, with factors of 100 and 10:
+
+# %%
+wide = d_ks[-1]
+sc, un = norms[wide, True], norms[wide, False]
+print(f"d_k = {wide}: median unscaled / scaled = {np.median(un) / np.median(sc):.4f}")
+print(f"d_k = {wide}: 99th percentile unscaled / scaled = {np.percentile(un, 99) / np.percentile(sc, 99):.1f}")
+print(f"d_k = {wide}: share of unscaled queries with ||dq|| < 1e-3: {np.mean(un < 1e-3):.0%} (scaled: {np.mean(sc < 1e-3):.0%})")
+assert np.median(un) < np.median(sc) / 100  # most rows get almost nothing
+assert np.percentile(un, 99) > 10 * np.percentile(sc, 99)  # a few get large, spiky gradients
+
+# %%
+fig = Figure(figsize=(9, 3.4), layout="constrained")  # no pyplot state; titles never overlap
+axes = fig.subplots(1, 2)
 for scaled, style in ((True, "o-"), (False, "s--")):
     label = "q.k / sqrt(d_k)" if scaled else "q.k (unscaled)"
     axes[0].plot(d_ks, [r["max_weight"] for r in stats[scaled]], style, label=label)
-    axes[1].plot(d_ks, [r["grad_norm"] for r in stats[scaled]], style, label=label)
+    axes[1].plot(d_ks, [np.median(norms[d, scaled]) for d in d_ks], style, label=f"median, {label}")
+    axes[1].plot(d_ks, [np.percentile(norms[d, scaled], 99) for d in d_ks], style, alpha=0.4, label=f"99th pct, {label}")
 axes[0].axhline(1 / 16, color="gray", lw=0.8, ls=":")
 axes[0].set(xscale="log", xlabel="d_k", ylabel="mean largest weight (1/16 = flat)", title="weights")
-axes[1].set(xscale="log", xlabel="d_k", ylabel="mean |diag(p) - p p^T|", title="softmax gradient")
-axes[0].legend()
-fig.tight_layout()
+axes[1].set(xscale="log", yscale="log", xlabel="d_k", ylabel="||dL/dq|| per query", title="gradient reaching q")
+axes[0].legend(fontsize=8)
+axes[1].legend(fontsize=7)
 show(fig)
 
 # %% [markdown]
-# With the scaling, both curves stay flat as $d_k$ grows: a head of 64 behaves like a head of 4. Without it, wide heads start training with one-hot attention and vanishing gradients.
+# With the scaling, the weights stay equally peaked as $d_k$ grows, and the gradient reaching $q$ grows smoothly with the key length. Without it, wide heads start training with one-hot attention: a typical query learns nothing, and a rare one gets a kick.
 #
 # ## 3. A softmax that does not overflow
 #
@@ -85,8 +129,10 @@ show(fig)
 
 # %%
 s = np.array([[1.0, 2.0, 3.0], [1000.0, 1001.0, 1002.0]])
-print("naive exp(s) / sum exp(s):\n", lessons.naive_softmax(s))
-print("mhattn softmax_forward:\n", softmax_forward(s)[0])
+naive, stable = lessons.naive_softmax(s), softmax_forward(s)[0]
+print("naive exp(s) / sum exp(s):\n", naive)
+print("mhattn softmax_forward:\n", stable)
+assert np.isnan(naive[1]).all() and np.allclose(stable[0], stable[1])  # same row up to a shift: same weights
 
 # %% [markdown]
 # ## 4. Masks
@@ -111,11 +157,13 @@ _, w_both, _ = scaled_dot_product_attention_forward(q, k, v, combined)
 print("weights, causal:\n", w_causal[0, 0])
 print("weights, causal + padding:\n", w_both[0, 0])
 print("row sums:", w_both[0, 0].sum(axis=-1))
+assert (w_both[0, 0][combined[0, 0]] == 0).all()  # every hidden entry is exactly 0
+assert (w_both[0, 0, 3:, :3] > 0).all()  # rows 3 and 4 still see keys 0..2
 
 # %% [markdown]
 # ### A query that may see nothing
 #
-# Rows 3 and 4 above still see keys 0..2. But if *every* key of a row is hidden (here: a sequence whose first keys are padding, under a causal mask, so queries 0 and 1 may see only keys 0 and 1, which are both padding), the softmax has nothing to normalise. Computing it naively gives $0/0$ = NaN, which then spreads to every gradient; torch's eager path returns NaN there (pytorch/pytorch#41508). mhattn's choice: such a row gets **all-zero weights**, its output is zero, and its gradients are zero.
+# Rows 3 and 4 above still see keys 0..2 (asserted). But if *every* key of a row is hidden (here: a sequence whose first keys are padding, under a causal mask, so queries 0 and 1 may see only keys 0 and 1, which are both padding), the softmax has nothing to normalise. Computing it naively gives $0/0$ = NaN, which then spreads to every gradient; torch's eager path returns NaN there (pytorch/pytorch#41508). mhattn's choice: such a row gets **all-zero weights**, its output is zero, and its gradients are zero.
 
 # %%
 left_padded = np.array([[True, True, False, False, False]])  # keys 0 and 1 are padding
@@ -123,11 +171,12 @@ mask = causal_mask(T)[None, None] | left_padded[:, None, None, :]
 out, w, _ = scaled_dot_product_attention_forward(q, k, v, mask)
 print("weights:\n", w[0, 0])
 print("row sums:", w[0, 0].sum(axis=-1), "  any NaN in out:", bool(np.isnan(out).any()))
+assert (w[0, 0, :2] == 0).all() and (out[0, 0, :2] == 0).all() and not np.isnan(out).any()
 
 # %% [markdown]
 # ## 5. Heatmaps
 #
-# A `MultiHeadAttention(32, 4)` with random weights, on 8 tokens of which the last 2 are padding, with a causal mask. Each panel is one head: rows are queries, columns keys, brighter is more weight. The upper triangle and the padding columns are dark in every head; inside the allowed region each head has its own pattern, because each head has its own $W^Q_i$ and $W^K_i$.
+# A `MultiHeadAttention(32, 4)` with random weights, on 8 tokens of which the last 2 are padding, with a causal mask. Each panel is one head: rows are queries, columns keys, brighter is more weight (the colour bar gives the scale). The upper triangle and the padding columns are dark in every head (asserted below the figure); inside the allowed region each head has its own pattern, because each head has its own $W^Q_i$ and $W^K_i$.
 
 # %%
 tokens = ["the", "cat", "sat", "on", "the", "mat", "<pad>", "<pad>"]
@@ -137,6 +186,12 @@ x = np.random.default_rng(1).standard_normal((1, T, 32)).astype(np.float32)
 pad = np.array([[False] * 6 + [True] * 2])
 _, w = mha(x, attn_mask=causal_mask(T), key_padding_mask=pad, average_attn_weights=False)
 show(attention_heatmaps(w[0], tokens, title="4 heads, causal mask + padding"))
+
+# %%
+hidden = causal_mask(T) | pad[0][None, :]  # (T, S) True = hidden
+print("largest weight on a hidden entry, any head:", float(np.abs(w[0][:, hidden]).max()))
+print(f"heads differ: max |head 0 - head 1| = {float(np.abs(w[0, 0] - w[0, 1]).max()):.3f}")
+assert (w[0][:, hidden] == 0).all() and np.abs(w[0, 0] - w[0, 1]).max() > 0.05
 
 # %% [markdown]
 # ## Exercises

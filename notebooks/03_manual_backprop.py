@@ -38,7 +38,7 @@
 #
 # For each step below: the forward, the backward derived from it, and a **gradient check**. `mhattn.gradcheck.check_backward` draws a random upstream gradient `dout`, runs the backward, and compares each input's gradient with centred differences
 # $\frac{\partial}{\partial x_i}\langle f(x), \mathrm{dout}\rangle \approx \frac{\langle f(x + \epsilon e_i) - f(x - \epsilon e_i), \mathrm{dout}\rangle}{2\epsilon}$,
-# reporting $\|a - n\| / (\|a\| + \|n\|)$. In float64, a correct backward gives about $10^{-8}$ or less; a wrong one gives $10^{-2}$ to $1$.
+# reporting $\|a - n\| / (\|a\| + \|n\|)$ for the analytic gradient $a$ and the numerical one $n$. Below, a check passes when every input's relative error is under $10^{-7}$ (float64); each `report` call also asserts the verdict the text gives, so a re-run that disagrees fails.
 
 # %%
 import inspect
@@ -54,13 +54,15 @@ B, h, T, S, d_k = 2, 2, 3, 4, 3
 d_model = h * d_k
 
 
-def report(name, errors, inputs):
+def report(name, errors, inputs, expect_ok=True):
+    """Print one gradient check; fail the cell (and nbval) if it does not come out as the prose says."""
     ok = all(e < 1e-7 for e in errors)
     print(
         f"{name:<32} {'OK' if ok else 'WRONG'}   ("
         + ", ".join(f"d{n}" for n in inputs)
         + f": max rel error {'< 1e-7' if ok else f'{max(errors):.2f}'})"
     )
+    assert ok == expect_ok, f"{name}: expected {'a passing' if expect_ok else 'a failing'} check"
 
 
 # %% [markdown]
@@ -89,18 +91,21 @@ heads = rng.standard_normal((B, h, T, d_k))
 report("combine heads (step 5)", check_backward(F.combine_heads_forward, F.combine_heads_backward, [heads]), ["heads"])
 
 # %% [markdown]
-# ## Step 3: scaled dot-product attention, four sub-steps
+# ## Step 3: scaled dot-product attention, five sub-steps
 #
-# | forward (in code order) | backward (reverse order) |
+# Inside step 3, `scaled_dot_product_attention_forward` numbers its own sub-steps 1 to 5 in its comments, and the backward's comments ("step 5 was: ...") walk them in reverse. The table uses the same numbers, as 3.1 to 3.5:
+#
+# | forward (code comment "# n.") | backward (code comment "step n was") |
 # |---|---|
 # | 3.1 `scores = q @ k^T` | `dq = dscores @ k`, `dk = dscores^T @ q` |
 # | 3.2 `scores *= 1/sqrt(d_k)` | `dscores *= 1/sqrt(d_k)` |
-# | 3.3 `weights = softmax(scores)` (masks inside) | `dscores = p * (dweights - sum(dweights * p))` |
-# | 3.4 `out = weights @ v` | `dweights = dout @ v^T`, `dv = weights^T @ dout` |
+# | 3.3 mask, then `weights = softmax(scores)` | `dscores = p * (dweights - sum(dweights * p))` |
+# | 3.4 dropout on the weights (none here: `dropout_p = 0`) | the same kept entries and rescaling |
+# | 3.5 `out = dropped @ v` (`dropped` = weights after dropout) | `dweights = dout @ v^T`, `dv = dropped^T @ dout` |
 #
 # **The softmax row.** With $p_i = e^{s_i} / \sum_j e^{s_j}$, the Jacobian is $\partial p_i / \partial s_j = p_i(\delta_{ij} - p_j)$, i.e. $J = \mathrm{diag}(p) - pp^\top$. It is symmetric, so $\mathrm{dscores} = J\,\mathrm{dp} = p \odot (\mathrm{dp} - \langle \mathrm{dp}, p\rangle)$: one dot product per row, never the $S \times S$ matrix. A masked entry has $p_i = 0$, so its gradient is 0, as it should be.
 #
-# The two functions, forward then backward; the backward's comments name the step each line undoes:
+# The softmax's own forward has four numbered steps (mask, subtract the row maximum, exponentiate, normalise); its backward undoes all four with that one formula:
 
 # %%
 print(inspect.getsource(F.softmax_backward))
@@ -111,6 +116,9 @@ report("softmax (step 3.3)", check_backward(F.softmax_forward, F.softmax_backwar
 q, k, v = rng.standard_normal((B, h, T, d_k)), rng.standard_normal((B, h, S, d_k)), rng.standard_normal((B, h, S, d_k))
 attention = lambda q, k, v: F.scaled_dot_product_attention_forward(q, k, v, F.causal_mask(T, S, xp=np))
 report("attention, causal (step 3)", check_backward(attention, F.scaled_dot_product_attention_backward, [q, k, v]), "qkv")
+
+# %% [markdown]
+# The attention backward: read its comments bottom-up against the table, from "step 5 was" to "step 1 was".
 
 # %%
 print(inspect.getsource(F.scaled_dot_product_attention_backward))
@@ -139,7 +147,7 @@ report("multi-head attention (all)", check_backward(mha_fwd, mha_bwd, [query, ke
 # %% [markdown]
 # ## A wrong backward, caught
 #
-# A tempting shortcut treats each softmax output as if it depended only on its own score: it keeps the diagonal $p_i(1 - p_i)$ of the Jacobian and drops the off-diagonal $-p_i p_j$. Shapes still fit and nothing crashes; only the gradient check can tell.
+# A tempting shortcut treats each softmax output as if it depended only on its own score: it keeps the diagonal $p_i(1 - p_i)$ of the Jacobian and drops the off-diagonal $-p_i p_j$ ($j \ne i$). Shapes still fit and nothing crashes; only the gradient check can tell.
 
 # %%
 print(inspect.getsource(lessons.softmax_backward_diagonal_only))
@@ -147,15 +155,30 @@ report(
     "softmax, diagonal-only backward",
     check_backward(F.softmax_forward, lessons.softmax_backward_diagonal_only, [scores]),
     ["scores"],
+    expect_ok=False,
 )
 
 # %% [markdown]
-# The error is of order 1, not $10^{-8}$: the missing term $-p_i \sum_j p_j \mathrm{dp}_j$ is as large as the kept one. In a training run this bug would not crash; the model would just learn worse, which is why every backward in mhattn has a gradient check in the tests.
+# Write the correct row out: $\mathrm{dscores}_i = p_i\big(\mathrm{dp}_i - \sum_j p_j \mathrm{dp}_j\big) = \underbrace{p_i(1 - p_i)\,\mathrm{dp}_i}_{\text{kept}} \; \underbrace{-\, p_i \sum_{j \ne i} p_j \mathrm{dp}_j}_{\text{dropped}}$.
+# The dropped term sums over the *other* keys $j \ne i$ (the $j = i$ part of $\sum_j$ is what turns $p_i$ into $p_i(1 - p_i)$ in the kept term). How large is it? On the same scores, with a random upstream gradient:
+
+# %%
+p, sm_cache = F.softmax_forward(scores)
+dp = rng.standard_normal(scores.shape)
+kept = p * (1 - p) * dp
+dropped = -p * ((p * dp).sum(-1, keepdims=True) - p * dp)  # -p_i * sum over j != i of p_j dp_j
+print(f"||kept|| = {np.linalg.norm(kept):.3f}   ||dropped|| = {np.linalg.norm(dropped):.3f}")
+print("kept + dropped equals mhattn's softmax_backward:", np.allclose(kept + dropped, F.softmax_backward(dp, sm_cache)))
+assert np.allclose(kept + dropped, F.softmax_backward(dp, sm_cache))
+assert np.linalg.norm(dropped) > 0.3 * np.linalg.norm(kept)  # not a small correction
+
+# %% [markdown]
+# The dropped term is of the same order as the kept one (the ratio is printed and asserted above), so the check fails by far more than rounding. In a training run this bug would not crash; the model would just learn worse, which is why every backward in mhattn has a gradient check in the tests.
 #
 # ## Exercises
 #
 # * **Exercise 2** (`ex02_softmax.py`): softmax forward and backward (the diagonal-only backward above loses all its points).
-# * **Exercise 4** (`ex04_attention_backward.py`): attention backward, steps 3.4 to 3.1.
+# * **Exercise 4** (`ex04_attention_backward.py`): attention backward, steps 3.5 to 3.1 (without dropout).
 # * **Exercise 7** (`ex07_mha_backward.py`): the whole chain, every parameter's gradient.
 #
 # Use `mhattn.gradcheck.check_backward` on your own functions before you run `mhattn grade`.

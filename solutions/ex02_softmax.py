@@ -34,7 +34,7 @@ def softmax_forward(scores, mask=None):
 def softmax_backward(dprobs, probs):
     """Gradient of the loss with respect to the scores, given the softmax output.
 
-    For one row, ``J = diag(p) - p p^T`` and ``dscores = J^T dprobs = p * (dprobs - <dprobs, p>)``.
+    Applies the transposed softmax Jacobian of each row to ``dprobs`` (the formula is in the README's hint).
 
     Args:
         dprobs: ``(..., S)`` float32/float64 upstream gradient ``dL/dprobs``.

@@ -1,7 +1,7 @@
 # Generated from exercises_src/ex06_mha_forward.py by scripts/make_exercises.py: edit the source, not this file.
 """Exercise 6: the output projection and the full multi-head forward (Vaswani et al. 2017, §3.2.2).
 
-Read exercises/README.md, section "6. Multi-head forward", first.
+Read exercises/README.md, section "6. Output projection and the full forward", first.
 Run the visible tests: ``python -m pytest exercises/test_visible.py -m ex06``.
 For the earlier steps you may use mhattn's references (imported below), but not
 ``linear_forward``, ``multi_head_attention_forward`` or ``MultiHeadAttention``.

@@ -38,8 +38,8 @@ def count_parameters(d_model, num_heads, kdim=None, vdim=None, bias=True):
 def count_block_diagonal(d_model, num_heads):
     """Weights (no biases) when head i projects only its own d_k-wide slice of the input.
 
-    W^Q_i, W^K_i, W^V_i are then ``(d_k, d_k)`` each, plus ``W^O (d_model, d_model)``:
-    the formula ``h * 3 * (d_model/h)^2 + d_model^2`` quoted in the course text.
+    W^Q_i, W^K_i, W^V_i are then ``(d_k, d_k)`` each, plus ``W^O (d_model, d_model)``
+    (the layer notebook 01 builds with ``mhattn.course.counting.block_diagonal_mha``).
 
     Returns:
         Python ``int``.

@@ -1,7 +1,7 @@
 # Generated from exercises_src/ex10_random_removal.py by scripts/make_exercises.py: edit the source, not this file.
 """Exercise 10: the random-removal experiment (expected loss change when removing k of h heads).
 
-Read exercises/README.md, section "10. Random removal", first.
+Read exercises/README.md, section "10. The random-removal experiment", first.
 Run the visible tests: ``python -m pytest exercises/test_visible.py -m ex10``.
 """
 

@@ -55,3 +55,11 @@ def test_walkthrough_command_rejects_bad_arguments_with_a_message(capsys):
             main(["walkthrough", *argv])
         assert exc.value.code == 2
         assert msg in capsys.readouterr().err
+
+
+def test_matrix_products_cost_the_same_for_every_head_count():
+    """Vaswani et al. 2017, §3.2.2: h heads of d_model/h cost about what one head of d_model costs."""
+    counts = [counting.attention_flops(2, 5, 7, 64, h) for h in (1, 2, 4, 8, 16, 64)]
+    matmuls = {c["projections"] + c["scores"] + c["weighted_sum"] for c in counts}
+    assert matmuls == {2 * 2 * (2 * 5 + 2 * 7) * 64 * 64 + 2 * 2 * 2 * 5 * 7 * 64}
+    assert [c["softmax_entries"] for c in counts] == [2 * h * 5 * 7 for h in (1, 2, 4, 8, 16, 64)]

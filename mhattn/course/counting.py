@@ -5,7 +5,7 @@ shape ``(d_model, d_k)``, reading *all* d_model input features; side by side the
 form three ``(d_model, d_model)`` matrices, and ``W^O`` is ``(d_model, d_model)``:
 ``4 d_model^2`` weights (+ ``4 d_model`` biases), whatever h is.
 
-The course text's formula ``h * 3 * (d_model/h)^2 + d_model^2`` counts another
+A formula often quoted for this count, ``h * 3 * (d_model/h)^2 + d_model^2``, counts another
 architecture: head i projects only its own d_k-wide slice of the input, with
 ``(d_k, d_k)`` matrices; side by side these are *block-diagonal* ``(d_model, d_model)``
 matrices. That is ``3 d_model^2 / h + d_model^2``, which equals ``4 d_model^2`` only at h = 1.
@@ -27,7 +27,7 @@ def standard_count(d_model: int, num_heads: int, bias: bool = True) -> int:
 
 
 def count_block_diagonal(d_model: int, num_heads: int, bias: bool = False) -> int:
-    """The course text's ``h * 3 * (d_model/h)^2 + d_model^2``: block-diagonal projections."""
+    """The often-quoted ``h * 3 * (d_model/h)^2 + d_model^2``: it counts block-diagonal projections."""
     d_k = d_model // num_heads
     return num_heads * 3 * d_k * d_k + d_model * d_model + (4 * d_model if bias else 0)
 
@@ -41,7 +41,7 @@ def block_diagonal_mask(d_model: int, num_heads: int) -> np.ndarray:
 def block_diagonal_mha(d_model: int, num_heads: int, seed=None, dtype="float32") -> MultiHeadAttention:
     """A ``MultiHeadAttention`` whose W_q, W_k, W_v are zero off the h diagonal blocks.
 
-    This is the architecture the course text's formula counts: head i's query, key
+    This is the architecture that formula counts: head i's query, key
     and value depend only on input features ``i*d_k:(i+1)*d_k``.
     """
     mha = MultiHeadAttention(d_model, num_heads, dtype=dtype, seed=seed)
@@ -59,3 +59,24 @@ def free_parameters(mha: MultiHeadAttention, structural_zeros: dict | None = Non
     """
     structural_zeros = structural_zeros or {}
     return int(sum(int(structural_zeros[n].sum()) if n in structural_zeros else p.size for n, p in mha.params.items()))
+
+
+def attention_flops(batch: int, T: int, S: int, d_model: int, num_heads: int) -> dict:
+    """Multiply-adds x 2 of one multi-head attention forward (self- or cross-attention), step by step.
+
+    The matrix products do the same arithmetic for every h that divides d_model: the projections are
+    ``(B T, d_model) @ (d_model, d_model)`` whatever h is, and the h score products of width d_k add up to one
+    of width d_model. Only the softmax grows with h (one row of S per query and head).
+
+    Returns:
+        ``{"projections", "scores", "weighted_sum", "softmax_entries"}`` as Python ints: FLOPs of the four
+        ``d_model x d_model`` projections (Q, K, V, output), of ``q k^T`` and of ``weights @ v``, and the number of
+        entries the softmax exponentiates, ``B h T S``.
+    """
+    d_k = d_model // num_heads
+    return {
+        "projections": 2 * batch * (2 * T + 2 * S) * d_model * d_model,  # Q and output over T rows, K and V over S
+        "scores": 2 * batch * num_heads * T * S * d_k,
+        "weighted_sum": 2 * batch * num_heads * T * S * d_k,
+        "softmax_entries": batch * num_heads * T * S,
+    }

@@ -2,9 +2,11 @@
 
 - :func:`dot_product_variance`: Var(q . k) grows like d_k; dividing by sqrt(d_k) brings it back to 1
   (Vaswani et al. 2017, §3.2.1, footnote 4).
-- :func:`softmax_saturation`: unscaled scores make near one-hot weights and tiny softmax gradients.
+- :func:`softmax_saturation`: unscaled scores make near one-hot weights and a near-zero softmax Jacobian.
+- :func:`query_gradient_norms`: the gradient that actually reaches q, with and without 1/sqrt(d_k).
 - :func:`naive_softmax`: exp without subtracting the row maximum, to show the overflow.
 - :func:`softmax_backward_diagonal_only`: a deliberately wrong backward for the gradient-check demo.
+- :func:`offset_mass`: how much weight each head puts at each cyclic offset (notebook 05).
 - :func:`weights_bytes`, :func:`time_attention`: the cost of the ``(B, h, T, T)`` weights.
 """
 
@@ -14,6 +16,7 @@ import time
 
 import numpy as np
 
+from mhattn.functional.attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
 from mhattn.functional.softmax import SoftmaxCache, softmax_forward
 
 
@@ -49,6 +52,26 @@ def softmax_saturation(d_k: int, S: int = 16, n: int = 2_000, scaled: bool = Tru
     return {"max_weight": float(p.max(axis=1).mean()), "grad_norm": float(np.linalg.norm(jac, axis=(1, 2)).mean())}
 
 
+def query_gradient_norms(d_k: int, S: int = 16, n: int = 2_000, scaled: bool = True, seed: int = 0):
+    """``||dL/dq||`` for n single queries over S random keys, with or without the 1/sqrt(d_k) scaling.
+
+    q, k, v and the upstream gradient ``dout`` have N(0, 1) entries. The gradient reaching q is
+    ``sum_s dscores_s k_s`` (times 1/sqrt(d_k) when scaled): the softmax Jacobian applied to
+    ``dweights``, then multiplied by the keys. Unscaled attention is computed with mhattn's scaled
+    attention on ``q * sqrt(d_k)`` (same scores), and the chain rule gives ``dq = sqrt(d_k) dq'``.
+
+    Returns:
+        float64 array ``(n,)``: one gradient norm per query.
+    """
+    rng = np.random.default_rng(seed)
+    q, dout = rng.standard_normal((n, 1, 1, d_k)), rng.standard_normal((n, 1, 1, d_k))  # (B, h, T=1, d_k)
+    k, v = rng.standard_normal((n, 1, S, d_k)), rng.standard_normal((n, 1, S, d_k))  # (B, h, S, d_k)
+    c = 1.0 if scaled else np.sqrt(d_k)
+    _, _, cache = scaled_dot_product_attention_forward(q * c, k, v)
+    dq, _, _ = scaled_dot_product_attention_backward(dout, cache)  # (n, 1, 1, d_k)
+    return np.linalg.norm((c * dq).reshape(n, d_k), axis=1)
+
+
 def naive_softmax(scores):
     """``exp(s) / sum(exp(s))`` with no max subtraction: overflows to inf/inf = NaN for large scores.
 
@@ -63,6 +86,21 @@ def softmax_backward_diagonal_only(dprobs, cache: SoftmaxCache):
     """WRONG on purpose: keeps only the Jacobian's diagonal ``p_i (1 - p_i)`` and drops ``-p_i p_j``."""
     p = cache.probs
     return p * (1 - p) * dprobs
+
+
+def offset_mass(weights):
+    """Mean attention weight of each head at each cyclic offset: query t on key (t - o) mod T.
+
+    Args:
+        weights: ``(B, h, T, T)`` per-head self-attention weights.
+
+    Returns:
+        float64 ``(h, T)``: entry ``[i, o]`` is head i's mean weight on the key o places back.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    T = w.shape[-1]
+    t = np.arange(T)
+    return np.stack([w[:, :, t, (t - o) % T].mean(axis=(0, 2)) for o in range(T)], axis=1)  # (h, T)
 
 
 def weights_bytes(B: int, h: int, T: int, S: int | None = None, dtype="float32") -> int:

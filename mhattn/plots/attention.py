@@ -1,42 +1,63 @@
-"""Matplotlib figures shared by the notebooks and the command line (matplotlib is optional)."""
+"""Attention heatmaps, shared by the notebooks and the command line (matplotlib is optional)."""
 
 from __future__ import annotations
 
 from mhattn.backend import to_numpy
 
 
+def _label_axes(ax, tokens, T, S, first_col, last_row):
+    """Token names (or integer positions) on both axes; axis titles only on the outer panels."""
+    if tokens is not None and len(tokens) == S:
+        ax.set_xticks(range(S), tokens, rotation=90, fontsize=6)
+        ax.set_yticks(range(T), tokens[:T] if len(tokens) >= T else range(T), fontsize=6)
+    else:
+        step_x, step_y = max(1, S // 8), max(1, T // 8)
+        ax.set_xticks(range(0, S, step_x))
+        ax.set_yticks(range(0, T, step_y))
+        ax.tick_params(labelsize=6)
+    if last_row:
+        ax.set_xlabel("key (attended to)", fontsize=8)
+    if first_col:
+        ax.set_ylabel("query (attending)", fontsize=8)
+
+
 def attention_heatmaps(weights, tokens=None, title=None, ncols=4, vmax=None):
-    """One heatmap per head.
+    """One heatmap per head, on one colour scale, with a colour bar.
 
     Args:
-        weights: ``(h, T, S)`` attention weights (rows: queries, columns: keys).
-        tokens: optional list of S token strings for the axis labels (used when T == S).
-        vmax: top of the colour scale (default: the largest weight shown), bottom is 0.
+        weights: ``(h, T, S)`` attention weights, any float dtype (rows: queries, columns: keys).
+        tokens: optional list of S token strings for the tick labels (the query axis uses the
+            first T of them); without it the ticks are integer positions.
+        title: figure title, drawn above the per-head titles (constrained layout keeps them apart).
+        ncols: panels per row.
+        vmax: top of the colour scale (default: the largest weight shown); the bottom is 0.
 
     Returns:
-        The matplotlib ``Figure``.
+        The ``matplotlib.figure.Figure`` (no pyplot state is touched).
+
+    Raises:
+        ValueError: ``weights`` is not 3-D.
     """
     from matplotlib.figure import Figure
 
     w = to_numpy(weights)
-    h = w.shape[0]
+    if w.ndim != 3:
+        raise ValueError(f"weights must be (h, T, S), got shape {w.shape}")
+    h, T, S = w.shape
     vmax = float(w.max()) if vmax is None else vmax
+    ncols = min(ncols, h)
     nrows = -(-h // ncols)
-    fig = Figure(figsize=(3.2 * min(ncols, h), 3.2 * nrows))
-    axes = fig.subplots(nrows, min(ncols, h), squeeze=False)
+    fig = Figure(figsize=(2.9 * ncols + 0.8, 2.9 * nrows + (0.5 if title else 0.2)), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    image = None
     for i, ax in enumerate(axes.flat):
         if i >= h:
             ax.axis("off")
             continue
-        ax.imshow(w[i], vmin=0.0, vmax=vmax, cmap="viridis")
+        image = ax.imshow(w[i], vmin=0.0, vmax=vmax, cmap="viridis")
         ax.set_title(f"head {i}", fontsize=9)
-        if tokens is not None and len(tokens) == w.shape[2]:
-            ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=6)
-            ax.set_yticks(range(len(tokens)), tokens, fontsize=6)
-        else:
-            ax.set_xticks([])
-            ax.set_yticks([])
+        _label_axes(ax, tokens, T, S, first_col=i % ncols == 0, last_row=i + ncols >= h)
+    fig.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
     return fig
