@@ -230,7 +230,7 @@ print("output, dx, dW_q relative differences:", [f"{rel_error(a, b):.0e}" for a,
 assert all(rel_error(a, b) < 1e-12 for a, b in zip(*results, strict=True))
 
 # %% [markdown]
-# ## Exercise
+# ## Exercises
 #
 # * **Exercise 11** (`exercises/ex11_online_softmax.py`): write `online_attention_forward(q, k, v, block_k, mask)`, the forward of section 2 for whole arrays, returning the output and the log-sum-exp. Run `python -m pytest exercises/test_visible.py -m ex11`, then `mhattn grade --only ex11`.
 #
