@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mhattn.grade import launch, sandbox, scan, verdict
+from mhattn.grade import imports, launch, sandbox, scan, verdict
 from mhattn.grade.harness import one_line
 from mhattn.grade.spec import EXERCISES, Exercise, find
 from mhattn.grade.stubs import stubs_for
@@ -90,8 +90,8 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
     calls, n_visible = plan(ex, seed)
     stubs = stubs_for(ex.hidden_modules, ex.name)
     make_cmd, seen_as = session.command(ex, path, stubs)
-    request = {"file": seen_as, "functions": list(ex.functions), "stubs": stubs,
-               "calls": [{"fn": c.fn, "args": list(c.args)} for c in calls]}  # fmt: skip
+    request = {"file": seen_as, "source": source, "functions": list(ex.functions), "stubs": stubs,
+               "allowed": list(imports.allowed_modules()), "calls": [{"fn": c.fn, "args": list(c.args)} for c in calls]}  # fmt: skip
     before = None if session.sandbox else files_state()
     outcome = launch.run(make_cmd, frame(request), limits, session.env(), str(session.tmp / "cwd"))
     points, reason = verdict.score(ex.points, calls, n_visible, outcome, limits, path.name)
