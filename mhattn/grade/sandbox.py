@@ -1,12 +1,13 @@
 """The worker's sandbox on Linux: bubblewrap (``bwrap``), where it is installed and works.
 
 The worker sees a read-only system (``/usr``, ``/etc``, Python and its packages, the mhattn
-package), a private ``/tmp`` (the only writable, size-limited folder), no network, its own PID
-namespace (everything it starts dies with it), of the installed Python packages only numpy and what
-mhattn needs (:mod:`mhattn.grade.imports`: no torch or scipy), and nothing of the folders around mhattn: ``solutions/``, ``tests/``, ``exercises_src/``,
-``.git``, the learner's other files, other checkouts. Inside the mhattn package the grader's own
-files (``mhattn/grade``) are an empty folder, and each reference module of the step being graded
-is replaced by its stand-in (:mod:`mhattn.grade.stubs`), compiled copies included.
+package), a private size-limited ``/tmp`` (the only writable folder), no network, its own PID
+namespace (everything it starts dies with it), of the installed packages only numpy and what mhattn
+requires (:mod:`mhattn.grade.imports`: no torch, no scipy), and nothing of the folders around
+mhattn: ``solutions/``, ``tests/``, ``exercises_src/``, ``.git``, the learner's other files, other
+checkouts. Inside the mhattn package the grader's own files (``mhattn/grade``) are an empty folder,
+and each reference module of the step being graded is replaced by its stand-in
+(:mod:`mhattn.grade.stubs`), compiled copies included.
 """
 
 from __future__ import annotations
