@@ -34,7 +34,11 @@ MODES = {
     "sandbox": pytest.param(True, marks=pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not available")),
     "plain": pytest.param(False),
 }
-NEIGHBOUR = {"ex05_combine_heads": "ex01_split_heads", "ex02_softmax": "ex08_count_parameters"}
+NEIGHBOUR = {
+    "ex05_combine_heads": "ex01_split_heads",
+    "ex02_softmax": "ex08_count_parameters",
+    "ex08_count_parameters": "ex01_split_heads",
+}
 
 
 def solution_files() -> dict[str, str]:
@@ -104,6 +108,20 @@ def test_attack_is_contained(use_sandbox, case, tmp_path, before):
 def test_wrong_answer_loses_its_points_in_both_modes(use_sandbox, case, tmp_path):
     report = grade(write_submission(tmp_path, case.edits), only=[case.exercise], seed=5, sandbox_mode=use_sandbox)
     assert report["total"] == 0 and case.words in report["exercises"][0]["reason"], report["exercises"][0]["reason"]
+
+
+@pytest.mark.parametrize("use_sandbox", list(MODES.values()), ids=list(MODES))
+def test_links_to_the_solutions_score_0(use_sandbox, tmp_path):
+    """A handed-in file that links out of its folder, or a folder that links to solutions/, is not the learner's work."""
+    folder = write_submission(tmp_path / "sub", ())
+    (folder / "ex05_combine_heads.py").unlink()
+    (folder / "ex05_combine_heads.py").symlink_to(ROOT / "solutions" / "ex05_combine_heads.py")
+    rows = {r["name"]: r for r in grade(folder, only=["ex05", "ex01"], sandbox_mode=use_sandbox)["exercises"]}
+    assert rows["ex01_split_heads"]["points"] == FULL["ex01_split_heads"], rows["ex01_split_heads"]["reason"]
+    assert rows["ex05_combine_heads"]["points"] == 0 and "is a link to a file outside" in rows["ex05_combine_heads"]["reason"]
+    (tmp_path / "linked").symlink_to(ROOT / "solutions", target_is_directory=True)
+    report = grade(tmp_path / "linked", only=["ex01"], sandbox_mode=use_sandbox)
+    assert report["total"] == 0 and "is a link to mhattn's solutions/" in report["exercises"][0]["reason"]
 
 
 def test_without_a_sandbox_a_changed_startup_file_is_reported(tmp_path):

@@ -3,9 +3,9 @@
 A submission may use mhattn's reference for *other* steps (e.g. exercise 6 may call
 mhattn's split heads), but not the one it is asked to write; ``banned`` lists those as
 ``"module:attribute"``: every mhattn function that computes the step, also where it is a side
-result (the softmax inside the cross-entropy, a parameter count from freshly built parameters). While an exercise is graded, every module named there is replaced
-by a stand-in that raises (see :mod:`mhattn.grade.stubs`); ``solutions/`` and ``mhattn.grade``
-are out of the worker's sight.
+result (the softmax inside the cross-entropy, a parameter count from freshly built parameters).
+While an exercise is graded, every module named there is replaced by a stand-in that raises
+(see :mod:`mhattn.grade.stubs`); ``solutions/`` and ``mhattn.grade`` are out of the worker's sight.
 
 Adding an exercise (e.g. ``ex11_online_softmax``):
 
