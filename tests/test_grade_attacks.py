@@ -38,6 +38,7 @@ NEIGHBOUR = {
     "ex05_combine_heads": "ex01_split_heads",
     "ex02_softmax": "ex08_count_parameters",
     "ex08_count_parameters": "ex01_split_heads",
+    "ex10_random_removal": "ex01_split_heads",
 }
 
 

@@ -27,7 +27,8 @@ from mhattn.grade import imports
 
 MISSING = (
     "no sandbox (bubblewrap missing or --no-sandbox): each submission ran with your rights, so it could read solutions/ "
-    "and the reference source and write files (a change to mhattn's or Python's start-up files scores 0)"
+    "and the reference source, write files (a change to mhattn's, numpy's or Python's start-up files scores 0), "
+    "and signal or read the grader itself"
 )
 WORKER_DIR = "/run/mhattn-grade"
 TMP_BYTES = 64 << 20

@@ -144,6 +144,7 @@ os.write(done, b"1")
 os._exit(0)
 """
 
+EX10_END = "    return np.array([expected_loss_change(loss_fn, num_heads, k) for k in range(num_heads + 1)], dtype=np.float64)\n"
 _ANSWER_IN_INPUTS = """
 import sys
 f = sys._getframe(1)
@@ -259,6 +260,12 @@ ATTACKS += (
          init = importlib.import_module("mhattn.nn." + "init")
          p = init.init_mha_params(d_model, kdim or d_model, vdim or d_model, bias, np.float32, np.random.default_rng(0))
          return int(sum(v.size for v in p.values()))""", "    ")),), "is hidden while ex08_count_parameters is graded"),
+    Case("grader_reference_at_run_time", "ex10_random_removal", (Edit("ex10_random_removal.py", EX10_END, EX10_END + """
+import importlib
+
+def removal_curve(loss_fn, num_heads):
+    return importlib.import_module("mhattn.gra" + "de.reference").removal_curve(loss_fn, num_heads)
+"""),), "mhattn.grade is not available while grading"),
     Case("fill_sandbox_root_and_dev", "ex05_combine_heads", (ex05_first(_FILL_ROOT),), "Read-only file system", modes=SANDBOX),
     Case("rewrite_keeping_mtime", "ex05_combine_heads", (at_import(EX05, _KEEP_MTIME),),
          "grade/__main__.py while it was graded", modes=PLAIN),
