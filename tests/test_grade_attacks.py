@@ -14,6 +14,7 @@ import json
 import os
 import site
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from exercise_files import build  # noqa: E402
-from grader_attacks.cases import ATTACKS, WRONG  # noqa: E402
+from grader_attacks.cases import ATTACKS, KEEP_MTIME, WRONG  # noqa: E402
 from grader_attacks.edits import MARKER, apply, at_import  # noqa: E402
 
 pytestmark = pytest.mark.grader
@@ -53,15 +54,16 @@ def write_submission(folder: Path, edits) -> Path:
     return folder
 
 
-def leftovers() -> list[str]:
-    """Command lines of running processes a test submission started (or a worker that outlived its grade)."""
+def leftovers(scope: Path) -> list[str]:
+    """Command lines of running processes a test submission started, or of a worker of a grade whose temporary
+    files are under ``scope`` that outlived it (other graders running on the machine do not count)."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")) if os.path.isdir("/proc") else []:
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if MARKER in cmd or ("mhattn-grade" in cmd and "worker.py" in cmd):
+        if MARKER in cmd or (str(scope) in cmd and "worker.py" in cmd):
             found.append(cmd)
     return found
 
@@ -87,7 +89,8 @@ def cases_for(mode: str):
 
 
 @pytest.mark.parametrize("use_sandbox, case", cases_for("sandbox") + cases_for("plain"))
-def test_attack_is_contained(use_sandbox, case, tmp_path, before):
+def test_attack_is_contained(use_sandbox, case, tmp_path, before, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the grader's temporary files, named in its workers' argv
     folder = write_submission(tmp_path / "sub", case.edits)
     other = NEIGHBOUR[case.exercise]
     report = grade(folder, only=[case.exercise, other], timeout=10.0, seed=3, sandbox_mode=use_sandbox)
@@ -101,7 +104,7 @@ def test_attack_is_contained(use_sandbox, case, tmp_path, before):
         assert rows[case.exercise]["points"] == FULL[case.exercise], why
     else:
         assert rows[case.exercise]["points"] == 0 and case.words in why, why
-    assert not leftovers()
+    assert not leftovers(tmp_path)
 
 
 @pytest.mark.parametrize("case", WRONG, ids=[c.name for c in WRONG])
@@ -135,6 +138,13 @@ def test_without_a_sandbox_a_changed_startup_file_is_reported(tmp_path):
     finally:
         target.unlink(missing_ok=True)
     assert report["total"] == 0 and f"changed {target} while it was graded" in report["exercises"][0]["reason"]
+
+
+def test_without_a_sandbox_a_rewrite_that_keeps_size_and_mtime_is_reported(tmp_path):
+    """os.utime puts back the modification time, not the change time (the file is rewritten with its own bytes)."""
+    folder = write_submission(tmp_path, (at_import("ex05_combine_heads.py", KEEP_MTIME),))
+    report = grade(folder, only=["ex05"], sandbox_mode=False)
+    assert report["total"] == 0 and "grade/__main__.py while it was graded" in report["exercises"][0]["reason"]
 
 
 def test_zz_later_runs_are_unaffected(before, tmp_path):

@@ -14,7 +14,6 @@ from grader_attacks.edits import (
     EX08,
     EX08_CHECKED,
     MARKER,
-    PLAIN,
     SANDBOX,
     SLEEPER,
     ZEROS,
@@ -162,7 +161,7 @@ if mask is not None:
 e = np.exp(scores - scores.max(axis=-1, keepdims=True))  # no mask handled
 return (e / e.sum(axis=-1, keepdims=True)).astype(scores.dtype)
 """
-_KEEP_MTIME = """
+KEEP_MTIME = """
 import os
 import mhattn
 path = os.path.join(os.path.dirname(os.path.realpath(mhattn.__file__)), "grade", "__main__.py")
@@ -267,8 +266,6 @@ def removal_curve(loss_fn, num_heads):
     return importlib.import_module("mhattn.gra" + "de.reference").removal_curve(loss_fn, num_heads)
 """),), "mhattn.grade is not available while grading"),
     Case("fill_sandbox_root_and_dev", "ex05_combine_heads", (ex05_first(_FILL_ROOT),), "Read-only file system", modes=SANDBOX),
-    Case("rewrite_keeping_mtime", "ex05_combine_heads", (at_import(EX05, _KEEP_MTIME),),
-         "grade/__main__.py while it was graded", modes=PLAIN),
 )  # fmt: skip
 
 ALL = WRONG + ATTACKS

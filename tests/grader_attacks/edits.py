@@ -16,7 +16,6 @@ from dataclasses import dataclass
 MARKER = "mhattn-attack-marker"
 BOTH = ("sandbox", "plain")
 SANDBOX = ("sandbox",)
-PLAIN = ("plain",)
 
 EX05 = "ex05_combine_heads.py"
 EX05_BODY = "    out = x.transpose(0, 2, 1, 3)  # (B, T, h, d_k)\n"
