@@ -128,6 +128,23 @@ def test_links_to_the_solutions_score_0(use_sandbox, tmp_path):
     assert report["total"] == 0 and "is a link to mhattn's solutions/" in report["exercises"][0]["reason"]
 
 
+@pytest.mark.parametrize("use_sandbox", list(MODES.values()), ids=list(MODES))
+def test_the_worker_runs_the_text_the_grader_checked(use_sandbox, tmp_path, monkeypatch):
+    """A file changed after its check (e.g. by another exercise's worker) is not read a second time."""
+    from mhattn.grade import scan
+
+    read = scan.read_source
+
+    def read_then_swap(path):
+        checked = read(path)
+        path.write_text("raise SystemExit('the second read of the file')\n", encoding="utf-8")
+        return checked
+
+    monkeypatch.setattr(scan, "read_source", read_then_swap)
+    report = grade(write_submission(tmp_path, ()), only=["ex05"], sandbox_mode=use_sandbox)
+    assert report["total"] == FULL["ex05_combine_heads"], report["exercises"][0]["reason"]
+
+
 def test_without_a_sandbox_a_changed_startup_file_is_reported(tmp_path):
     """Plain mode cannot stop a write to site-packages; it scores 0 and names the file (a harmless .pth here)."""
     target = Path(site.getsitepackages()[0]) / "zz_mhattn_attack_plain.pth"
