@@ -175,20 +175,31 @@ def test_zz_later_runs_are_unaffected(before, tmp_path):
 
 @pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not available")
 def test_the_sandbox_shows_only_what_a_submission_needs(tmp_path):
-    """Inside the sandbox: no solutions/, an empty grader folder, a read-only mhattn, loopback only, few processes."""
+    """Inside the sandbox: no solutions/, an empty grader folder, a read-only mhattn and root, loopback only, few
+    processes, and numpy alone in the package folder."""
     code = f"""
 import os, socket
-import mhattn
+import mhattn, numpy
 pkg = os.path.dirname(os.path.realpath(mhattn.__file__))
+site = os.path.dirname(os.path.dirname(os.path.realpath(numpy.__file__)))
 net = sorted(name for _, name in socket.if_nameindex())
 seen = dict(solutions=os.path.exists({str(ROOT / "solutions")!r}), submission_folder=os.path.exists({str(tmp_path)!r}),
-            grader=os.listdir(os.path.join(pkg, "grade")), writable=os.access(pkg, os.W_OK), net=net,
+            grader=os.listdir(os.path.join(pkg, "grade")),
+            writable=[d for d in (pkg, "/", "/dev", "/run") if os.access(d, os.W_OK)],
+            others=[n for n in os.listdir(site) if not n.startswith("numpy")], net=net,
             processes=len([p for p in os.listdir("/proc") if p.isdigit()]))
 raise ValueError(repr(seen))
 """
     folder = write_submission(tmp_path / "sub", ())
     (folder / "ex08_count_parameters.py").write_text(code, encoding="utf-8")
     why = grade(folder, only=["ex08"], sandbox_mode=True)["exercises"][0]["reason"]
-    for part in ("'solutions': False", "'submission_folder': False", "'grader': []", "'writable': False", "'net': ['lo']"):
+    for part in (
+        "'solutions': False",
+        "'submission_folder': False",
+        "'grader': []",
+        "'writable': []",
+        "'others': []",
+        "'net': ['lo']",
+    ):
         assert part in why, why
     assert int(why.split("'processes': ")[1].split("}")[0]) <= 3, why

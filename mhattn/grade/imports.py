@@ -52,10 +52,9 @@ def _top_entries(dist) -> set[str]:
 
 def allowed_entries(site_dir: Path) -> list[Path]:
     """Entries of ``site_dir`` that belong to an allowed distribution other than mhattn (bound on its own)."""
-    keep = allowed_distributions() - {"mhattn"}
     out = set()
-    for dist in md.distributions(path=[str(site_dir)]):
-        if _norm(dist.metadata["Name"] or "") in keep:
+    for name in allowed_distributions() - {"mhattn"}:
+        for dist in md.distributions(name=name, path=[str(site_dir)]):
             out |= {site_dir / n for n in _top_entries(dist)}
     return sorted(p for p in out if p.exists() and not p.is_symlink())
 
@@ -64,9 +63,12 @@ def allowed_entries(site_dir: Path) -> list[Path]:
 def allowed_modules() -> tuple[str, ...]:
     """Top-level import names of the allowed distributions (the standard library is allowed besides)."""
     names = {"mhattn"}
-    for dist in md.distributions():
-        if _norm(dist.metadata["Name"] or "") in allowed_distributions() - {"mhattn"}:
-            names |= {n.split(".")[0] for n in _top_entries(dist) if not n.endswith((".dist-info", ".egg-info", ".libs"))}
+    for name in allowed_distributions() - {"mhattn"}:
+        try:
+            dist = md.distribution(name)
+        except md.PackageNotFoundError:
+            continue
+        names |= {n.split(".")[0] for n in _top_entries(dist) if not n.endswith((".dist-info", ".egg-info", ".libs"))}
     return tuple(sorted(names))
 
 
