@@ -145,10 +145,14 @@ def _probe(extra: list[str]) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def tmp_args() -> tuple[str, ...] | None:
-    """Arguments for the private /tmp (size-limited where bwrap has --size), or None: no working sandbox here."""
+    """Arguments for the private /tmp, or None: no working sandbox here.
+
+    Size-limited where bwrap has ``--size``; with an older bwrap it is read-only, as an unlimited
+    tmpfs would let a submission fill the machine's memory.
+    """
     if shutil.which("bwrap") is None or not sys.platform.startswith("linux"):
         return None
-    for extra in (("--size", str(TMP_BYTES), "--tmpfs", "/tmp"), ("--tmpfs", "/tmp")):
+    for extra in (("--size", str(TMP_BYTES), "--tmpfs", "/tmp"), ("--tmpfs", "/tmp", "--remount-ro", "/tmp")):
         if _probe(list(extra)):
             return extra
     return None
