@@ -255,3 +255,18 @@ def test_hidden_modules_are_stand_ins_that_still_import(ex):
     ).format(str(ROOT / "mhattn" / "grade"), stubs, imports.allowed_modules(), list(ex.banned))
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_a_value_slightly_off_is_not_called_a_layout_fault():
+    """A result a little off everywhere (e.g. a finite-difference gradient) gets no 'wrong places' hint; a transpose does."""
+    import numpy as np
+
+    from mhattn.grade.harness import check_array
+
+    expected = np.random.default_rng(0).standard_normal((3, 4))
+    with pytest.raises(GradeFailure) as off:
+        check_array("x", expected + 5e-11, expected, 1e-12)
+    assert "wrong places" not in str(off.value)
+    with pytest.raises(GradeFailure) as moved:
+        check_array("x", expected[::-1].copy(), expected, 1e-12)
+    assert "wrong places" in str(moved.value)
