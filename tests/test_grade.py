@@ -270,3 +270,8 @@ def test_a_value_slightly_off_is_not_called_a_layout_fault():
     with pytest.raises(GradeFailure) as moved:
         check_array("x", expected[::-1].copy(), expected, 1e-12)
     assert "wrong places" in str(moved.value)
+
+
+def test_an_exercise_named_twice_is_graded_once():
+    report = grade(ROOT / "solutions", only=["ex05", "5", "ex05_combine_heads"], seed=1)
+    assert [r["name"] for r in report["exercises"]] == ["ex05_combine_heads"] and report["max_total"] == 5
