@@ -186,7 +186,7 @@ net = sorted(name for _, name in socket.if_nameindex())
 seen = dict(solutions=os.path.exists({str(ROOT / "solutions")!r}), submission_folder=os.path.exists({str(tmp_path)!r}),
             grader=os.listdir(os.path.join(pkg, "grade")),
             writable=[d for d in (pkg, "/", "/dev", "/run") if os.access(d, os.W_OK)],
-            others=[n for n in os.listdir(site) if not n.startswith("numpy")], net=net,
+            others=[n for n in os.listdir(site) if not n.startswith(("numpy", "mhattn"))], net=net,
             processes=len([p for p in os.listdir("/proc") if p.isdigit()]))
 raise ValueError(repr(seen))
 """
