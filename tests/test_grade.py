@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from mhattn import cli
-from mhattn.grade import EXERCISES, grade, sandbox
+from mhattn.grade import EXERCISES, grade, imports, sandbox
 from mhattn.grade.harness import GradeFailure
 from mhattn.grade.stubs import stubs_for
 
@@ -245,7 +245,7 @@ def test_hidden_modules_are_stand_ins_that_still_import(ex):
     stubs = stubs_for(ex.hidden_modules, ex.name)
     probe = (
         "import sys; sys.path.insert(0, {!r})\n"
-        "from worker import install_stubs; install_stubs({!r})\n"
+        "from worker import install_finder; install_finder({!r}, {!r})\n"
         "import mhattn.functional, mhattn.nn, mhattn.heads, mhattn.course, mhattn.training\n"
         "import importlib\n"
         "for path in {!r}:\n"
@@ -253,7 +253,7 @@ def test_hidden_modules_are_stand_ins_that_still_import(ex):
         "    for part in name.split('.'): obj = getattr(obj, part)\n"
         "    try: obj(); raise SystemExit('not hidden: ' + path)\n"
         "    except RuntimeError as e: assert 'is hidden while' in str(e)\n"
-    ).format(str(ROOT / "mhattn" / "grade"), stubs, list(ex.banned))
+    ).format(str(ROOT / "mhattn" / "grade"), stubs, imports.allowed_modules(), list(ex.banned))
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
 
@@ -267,5 +267,28 @@ def test_the_docs_list_every_exercise_and_spell_out_no_count():
     docs = [ROOT / "README.md", ROOT / "exercises_src" / "README.md", ROOT / "exercises_src" / "test_visible.py",
             ROOT / "notebooks" / "00_setup_and_backends.py", *(ROOT / "mhattn" / "grade").glob("*.py")]  # fmt: skip
     # a count of exercises spelled out ("ten exercises", "eleven files"); "twelve heads" is not one
-    counts = r"\b(ten|eleven|twelve|thirteen|fourteen|fifteen) (graded )?(exercises?|files|steps)\b|ex01 \.\.\. ex1\d|visible_ex01` \.\.\."
+    counts = (
+        r"\b(ten|eleven|twelve|thirteen|fourteen|fifteen) (graded )?(exercises?|files|steps)\b"
+        r"|ex01 \.\.\. ex1\d|visible_ex01` \.\.\."
+    )
     assert not [p.name for p in docs if re.search(counts, p.read_text(encoding="utf-8"), re.I)]
+
+
+def test_a_value_slightly_off_is_not_called_a_layout_fault():
+    """A result a little off everywhere (e.g. a finite-difference gradient) gets no 'wrong places' hint; a transpose does."""
+    import numpy as np
+
+    from mhattn.grade.harness import check_array
+
+    expected = np.random.default_rng(0).standard_normal((3, 4))
+    with pytest.raises(GradeFailure) as off:
+        check_array("x", expected + 5e-11, expected, 1e-12)
+    assert "wrong places" not in str(off.value)
+    with pytest.raises(GradeFailure) as moved:
+        check_array("x", expected[::-1].copy(), expected, 1e-12)
+    assert "wrong places" in str(moved.value)
+
+
+def test_an_exercise_named_twice_is_graded_once():
+    report = grade(ROOT / "solutions", only=["ex05", "5", "ex05_combine_heads"], seed=1)
+    assert [r["name"] for r in report["exercises"]] == ["ex05_combine_heads"] and report["max_total"] == 5

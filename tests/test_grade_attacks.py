@@ -14,6 +14,7 @@ import json
 import os
 import site
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from exercise_files import build  # noqa: E402
-from grader_attacks.cases import ATTACKS, WRONG  # noqa: E402
+from grader_attacks.cases import ATTACKS, KEEP_MTIME, WRONG  # noqa: E402
 from grader_attacks.edits import MARKER, apply, at_import  # noqa: E402
 
 pytestmark = pytest.mark.grader
@@ -38,6 +39,8 @@ NEIGHBOUR = {
     "ex05_combine_heads": "ex01_split_heads",
     "ex02_softmax": "ex08_count_parameters",
     "ex11_online_softmax": "ex05_combine_heads",
+    "ex08_count_parameters": "ex01_split_heads",
+    "ex10_random_removal": "ex01_split_heads",
 }
 
 
@@ -52,18 +55,16 @@ def write_submission(folder: Path, edits) -> Path:
     return folder
 
 
-def leftovers() -> list[str]:
-    """Command lines of running processes a test submission started (or a worker that outlived its grade).
-
-    Only those run by this interpreter: a test run of another checkout on the same machine is not ours.
-    """
+def leftovers(scope: Path) -> list[str]:
+    """Command lines of running processes a test submission started, or of a worker of a grade whose temporary
+    files are under ``scope`` that outlived it (other graders running on the machine do not count)."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")) if os.path.isdir("/proc") else []:
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if sys.executable in cmd and (MARKER in cmd or ("mhattn-grade" in cmd and "worker.py" in cmd)):
+        if MARKER in cmd or (str(scope) in cmd and "worker.py" in cmd):
             found.append(cmd)
     return found
 
@@ -89,7 +90,8 @@ def cases_for(mode: str):
 
 
 @pytest.mark.parametrize("use_sandbox, case", cases_for("sandbox") + cases_for("plain"))
-def test_attack_is_contained(use_sandbox, case, tmp_path, before):
+def test_attack_is_contained(use_sandbox, case, tmp_path, before, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the grader's temporary files, named in its workers' argv
     folder = write_submission(tmp_path / "sub", case.edits)
     other = NEIGHBOUR[case.exercise]
     report = grade(folder, only=[case.exercise, other], timeout=10.0, seed=3, sandbox_mode=use_sandbox)
@@ -103,7 +105,7 @@ def test_attack_is_contained(use_sandbox, case, tmp_path, before):
         assert rows[case.exercise]["points"] == FULL[case.exercise], why
     else:
         assert rows[case.exercise]["points"] == 0 and case.words in why, why
-    assert not leftovers()
+    assert not leftovers(tmp_path)
 
 
 @pytest.mark.parametrize("case", WRONG, ids=[c.name for c in WRONG])
@@ -111,6 +113,37 @@ def test_attack_is_contained(use_sandbox, case, tmp_path, before):
 def test_wrong_answer_loses_its_points_in_both_modes(use_sandbox, case, tmp_path):
     report = grade(write_submission(tmp_path, case.edits), only=[case.exercise], seed=5, sandbox_mode=use_sandbox)
     assert report["total"] == 0 and case.words in report["exercises"][0]["reason"], report["exercises"][0]["reason"]
+
+
+@pytest.mark.parametrize("use_sandbox", list(MODES.values()), ids=list(MODES))
+def test_links_to_the_solutions_score_0(use_sandbox, tmp_path):
+    """A handed-in file that links out of its folder, or a folder that links to solutions/, is not the learner's work."""
+    folder = write_submission(tmp_path / "sub", ())
+    (folder / "ex05_combine_heads.py").unlink()
+    (folder / "ex05_combine_heads.py").symlink_to(ROOT / "solutions" / "ex05_combine_heads.py")
+    rows = {r["name"]: r for r in grade(folder, only=["ex05", "ex01"], sandbox_mode=use_sandbox)["exercises"]}
+    assert rows["ex01_split_heads"]["points"] == FULL["ex01_split_heads"], rows["ex01_split_heads"]["reason"]
+    assert rows["ex05_combine_heads"]["points"] == 0 and "is a link to a file outside" in rows["ex05_combine_heads"]["reason"]
+    (tmp_path / "linked").symlink_to(ROOT / "solutions", target_is_directory=True)
+    report = grade(tmp_path / "linked", only=["ex01"], sandbox_mode=use_sandbox)
+    assert report["total"] == 0 and "is a link to mhattn's solutions/" in report["exercises"][0]["reason"]
+
+
+@pytest.mark.parametrize("use_sandbox", list(MODES.values()), ids=list(MODES))
+def test_the_worker_runs_the_text_the_grader_checked(use_sandbox, tmp_path, monkeypatch):
+    """A file changed after its check (e.g. by another exercise's worker) is not read a second time."""
+    from mhattn.grade import scan
+
+    read = scan.read_source
+
+    def read_then_swap(path):
+        checked = read(path)
+        path.write_text("raise SystemExit('the second read of the file')\n", encoding="utf-8")
+        return checked
+
+    monkeypatch.setattr(scan, "read_source", read_then_swap)
+    report = grade(write_submission(tmp_path, ()), only=["ex05"], sandbox_mode=use_sandbox)
+    assert report["total"] == FULL["ex05_combine_heads"], report["exercises"][0]["reason"]
 
 
 def test_without_a_sandbox_a_changed_startup_file_is_reported(tmp_path):
@@ -125,6 +158,13 @@ def test_without_a_sandbox_a_changed_startup_file_is_reported(tmp_path):
     assert report["total"] == 0 and f"changed {target} while it was graded" in report["exercises"][0]["reason"]
 
 
+def test_without_a_sandbox_a_rewrite_that_keeps_size_and_mtime_is_reported(tmp_path):
+    """os.utime puts back the modification time, not the change time (the file is rewritten with its own bytes)."""
+    folder = write_submission(tmp_path, (at_import("ex05_combine_heads.py", KEEP_MTIME),))
+    report = grade(folder, only=["ex05"], sandbox_mode=False)
+    assert report["total"] == 0 and "grade/__main__.py while it was graded" in report["exercises"][0]["reason"]
+
+
 def test_zz_later_runs_are_unaffected(before, tmp_path):
     """Runs after the attacks: the grader's files are as they were, and grading still tells right from wrong."""
     assert fingerprint() == before
@@ -136,20 +176,31 @@ def test_zz_later_runs_are_unaffected(before, tmp_path):
 
 @pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not available")
 def test_the_sandbox_shows_only_what_a_submission_needs(tmp_path):
-    """Inside the sandbox: no solutions/, an empty grader folder, a read-only mhattn, loopback only, few processes."""
+    """Inside the sandbox: no solutions/, an empty grader folder, a read-only mhattn and root, loopback only, few
+    processes, and numpy alone in the package folder."""
     code = f"""
 import os, socket
-import mhattn
+import mhattn, numpy
 pkg = os.path.dirname(os.path.realpath(mhattn.__file__))
+site = os.path.dirname(os.path.dirname(os.path.realpath(numpy.__file__)))
 net = sorted(name for _, name in socket.if_nameindex())
 seen = dict(solutions=os.path.exists({str(ROOT / "solutions")!r}), submission_folder=os.path.exists({str(tmp_path)!r}),
-            grader=os.listdir(os.path.join(pkg, "grade")), writable=os.access(pkg, os.W_OK), net=net,
+            grader=os.listdir(os.path.join(pkg, "grade")),
+            writable=[d for d in (pkg, "/", "/dev", "/run") if os.access(d, os.W_OK)],
+            others=[n for n in os.listdir(site) if not n.startswith(("numpy", "mhattn"))], net=net,
             processes=len([p for p in os.listdir("/proc") if p.isdigit()]))
 raise ValueError(repr(seen))
 """
     folder = write_submission(tmp_path / "sub", ())
     (folder / "ex08_count_parameters.py").write_text(code, encoding="utf-8")
     why = grade(folder, only=["ex08"], sandbox_mode=True)["exercises"][0]["reason"]
-    for part in ("'solutions': False", "'submission_folder': False", "'grader': []", "'writable': False", "'net': ['lo']"):
+    for part in (
+        "'solutions': False",
+        "'submission_folder': False",
+        "'grader': []",
+        "'writable': []",
+        "'others': []",
+        "'net': ['lo']",
+    ):
         assert part in why, why
     assert int(why.split("'processes': ")[1].split("}")[0]) <= 3, why

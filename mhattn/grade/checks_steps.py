@@ -109,14 +109,14 @@ def hidden_ex02(rng):
         scores = randn(rng, (B, h, T, S), dtype) * 3
         mask = rng.random((B, 1, T, S)) < 0.3
         mask[0, 0, -1, :] = True  # one fully masked row
-        ref = softmax_forward(scores, mask)[0]
+        probs = softmax_forward(randn(rng, scores.shape, dtype) * 3, mask)[0]  # not these scores': no answer in the inputs
         shape = f"scores {scores.shape} {np.dtype(dtype)}"
         dp = randn(rng, scores.shape, dtype)
         what = f"softmax_backward(dprobs {dp.shape} {np.dtype(dtype)})"
         calls += [
             softmax_call(f"softmax_forward({shape}, mask)", scores, mask),
             softmax_call(f"softmax_forward({shape}) without mask", scores),
-            Call("softmax_backward", (dp, ref), array(what, softmax_backward(dp, SoftmaxCache(ref)), tol_for(dtype))),
+            Call("softmax_backward", (dp, probs), array(what, softmax_backward(dp, SoftmaxCache(probs)), tol_for(dtype))),
         ]
     return calls
 

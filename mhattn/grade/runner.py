@@ -9,6 +9,7 @@ plain data. The comparison and the points happen here (:mod:`mhattn.grade.verdic
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -21,8 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import numpy.lib.format  # noqa: F401 - loaded before any worker runs (plain mode watches numpy's files)
 
-from mhattn.grade import launch, sandbox, scan, verdict
+from mhattn.grade import imports, launch, sandbox, scan, verdict
 from mhattn.grade.harness import one_line
 from mhattn.grade.spec import EXERCISES, Exercise, find
 from mhattn.grade.stubs import stubs_for
@@ -84,13 +86,14 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
     row = {"name": ex.name, "points": 0, "max_points": ex.points}
     path = (folder / ex.filename).resolve()
     source, refused = scan.read_source(path)
-    refused = refused or scan.scan_imports(source, ex.banned)
+    refused = linked_away(folder, ex.filename) or refused or scan.scan_imports(source, ex.banned)
     if refused:
         return {**row, "reason": one_line(refused)}
     calls, n_visible = plan(ex, seed)
     stubs = stubs_for(ex.hidden_modules, ex.name)
     make_cmd, seen_as = session.command(ex, path, stubs)
-    request = {"file": seen_as, "functions": list(ex.functions), "stubs": stubs,
+    request = {"file": seen_as, "source": source, "functions": list(ex.functions), "stubs": stubs,
+               "allowed": list(imports.allowed_modules()),
                "calls": [{"fn": c.fn, "args": list(c.args)} for c in calls]}  # fmt: skip
     before = None if session.sandbox else files_state()
     outcome = launch.run(make_cmd, frame(request), limits, session.env(), str(session.tmp / "cwd"))
@@ -101,19 +104,38 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
     return {**row, "points": min(points, ex.points), "reason": reason}
 
 
+def linked_away(folder: Path, filename: str) -> str | None:
+    """Why a file graded from ``folder`` is not the learner's own: a link out of the folder, or a linked folder
+    that is mhattn's ``solutions/`` (a handed-in archive can hold links to where the answers are)."""
+    path = (folder / filename).resolve()
+    if path.exists() and path.parent != folder.resolve():
+        return f"{filename} is a link to a file outside the folder graded: hand in the file itself"
+    if folder.is_symlink() and path.parent == (sandbox.package_dir().parent / "solutions").resolve():
+        return f"{folder} is a link to mhattn's solutions/: hand in your own files"
+    return None
+
+
+WATCHED = (".py", ".pyc", ".so", ".pth")
+
+
 def files_state() -> dict:
-    """``{path: (size, mtime)}`` of mhattn's files and the files Python runs at start-up (``.pth``, ``*customize.py``)."""
-    paths = list(sandbox.package_dir().rglob("*.py"))
-    for d in {*site.getsitepackages(), site.getusersitepackages()}:
+    """``{path: stat fingerprint}`` of the code the grader runs: mhattn's and numpy's files (compiled copies
+    included) and Python's start-up files (``.pth``, ``*customize.py``). The change time is in it: a
+    submission can put back a file's size and modification time (``os.utime``), not its change time."""
+    paths = []
+    for root in (sandbox.package_dir(), Path(np.__file__).resolve().parent):
+        for folder, _, names in os.walk(root):
+            paths += [os.path.join(folder, n) for n in names if n.endswith(WATCHED)]
+    for d in {*site.getsitepackages(), site.getusersitepackages(), *sys.path}:
         folder = Path(d)
         paths += [*folder.glob("*.pth"), *folder.glob("*customize.py")]
     state = {}
     for p in paths:
         try:
-            st = p.stat()
+            st = os.lstat(p)
         except OSError:
             continue
-        state[str(p)] = (st.st_size, st.st_mtime_ns)
+        state[str(p)] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
     return state
 
 
@@ -151,12 +173,14 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
     for name, value in (("timeout", timeout), ("memory", memory), ("jobs", jobs)):
         if not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{name} must be > 0, got {value}")
-    chosen = [find(n) for n in only] if only else list(EXERCISES)
+    chosen = list(dict.fromkeys(find(n) for n in only)) if only else list(EXERCISES)  # "ex05 ex05" grades it once
     use_sandbox = sandbox.available() if sandbox_mode is None else bool(sandbox_mode)
     if use_sandbox and not sandbox.available():
         raise RuntimeError("a sandbox was asked for, but bubblewrap (bwrap) does not work here")
     seed = secrets.randbits(31) if seed is None else int(seed)
     limits = launch.Limits(float(timeout), int(memory) << 20)
+    for modname in {m for ex in chosen for m in ex.hidden_modules}:  # imported (compiled) now, not while a worker runs
+        importlib.import_module(modname)
     with tempfile.TemporaryDirectory(prefix="mhattn-grade-") as tmp:
         session = Session(Path(tmp), use_sandbox)
         with ThreadPoolExecutor(max_workers=int(jobs)) as pool:

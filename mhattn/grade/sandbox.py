@@ -1,11 +1,13 @@
 """The worker's sandbox on Linux: bubblewrap (``bwrap``), where it is installed and works.
 
 The worker sees a read-only system (``/usr``, ``/etc``, Python and its packages, the mhattn
-package), a private ``/tmp``, no network, its own PID namespace (everything it starts dies with
-it), and nothing of the folders around mhattn: ``solutions/``, ``tests/``, ``exercises_src/``,
-``.git``, the learner's other files, other checkouts. Inside the mhattn package the grader's own
-files (``mhattn/grade``) are an empty folder, and each reference module of the step being graded
-is replaced by its stand-in (:mod:`mhattn.grade.stubs`), compiled copies included.
+package), a private size-limited ``/tmp`` (the only writable folder), no network, its own PID
+namespace (everything it starts dies with it), of the installed packages only numpy and what mhattn
+requires (:mod:`mhattn.grade.imports`: no torch, no scipy), and nothing of the folders around
+mhattn: ``solutions/``, ``tests/``, ``exercises_src/``, ``.git``, the learner's other files, other
+checkouts. Inside the mhattn package the grader's own files (``mhattn/grade``) are an empty folder,
+and each reference module of the step being graded is replaced by its stand-in
+(:mod:`mhattn.grade.stubs`), compiled copies included.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from pathlib import Path
 import numpy
 
 import mhattn
+from mhattn.grade import imports
 
 MISSING = (
     "no sandbox (bubblewrap missing or --no-sandbox): each submission ran with your rights, so it could read solutions/ "
-    "and the reference source and write files (a change to mhattn's or Python's start-up files scores 0)"
+    "and the reference source, write files (a change to mhattn's, numpy's or Python's start-up files scores 0), "
+    "and signal or read the grader itself"
 )
 WORKER_DIR = "/run/mhattn-grade"
 TMP_BYTES = 64 << 20
@@ -43,7 +47,8 @@ def _python_dirs() -> list[Path]:
     return sorted({Path(d).resolve() for d in dirs if d and Path(d).is_dir()})
 
 
-def _binds() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def _binds() -> tuple[str, ...]:
     """--ro-bind / --symlink arguments for the system, Python, and the mhattn package."""
     args, bound = [], []
     for root in SYSTEM:
@@ -53,32 +58,44 @@ def _binds() -> list[str]:
         elif p.is_dir():
             args += ["--ro-bind", root, root]
             bound.append(p)
-    for d in [*_python_dirs(), package_dir()]:
+    for d in _python_dirs():
         if not any(d == b or b in d.parents for b in bound):
             args += ["--ro-bind", str(d), str(d)]
             bound.append(d)
-    return args
+    pkg = package_dir()
+    for d in _site_dirs():  # each package folder: allowed entries only (mhattn too, where it is installed there)
+        args += ["--tmpfs", str(d)]
+        for entry in [*imports.allowed_entries(d), *([pkg] if d in pkg.parents else [])]:
+            args += ["--ro-bind", str(entry), str(entry)]
+        args += ["--remount-ro", str(d)]
+    return (*args, "--ro-bind", str(pkg), str(pkg))
+
+
+def _site_dirs() -> list[Path]:
+    """The package folders the sandbox shows, each reduced to numpy and mhattn's requirements."""
+    return imports.site_dirs([*(Path(r) for r in SYSTEM), *_python_dirs()])
 
 
 def _hidden_dirs() -> list[Path]:
-    """Folders that a bound directory would otherwise show: the grader, the repository, other mhattn copies."""
+    """Folders that a bound directory would otherwise show: the grader and the repository around mhattn.
+
+    Folders inside a package folder need nothing: only the allowed entries are bound there.
+    """
     pkg = package_dir()
     hidden = [pkg / "grade", *(pkg.parent / n for n in REPO_HIDDEN)]
-    for d in site.getsitepackages():
-        other = Path(d) / "mhattn"
-        if other.is_dir() and other.resolve() != pkg:
-            hidden.append(other)
-    visible = [Path(r) for r in SYSTEM] + _python_dirs() + [pkg]
-    return [h for h in hidden if h.is_dir() and any(h == v or v in h.parents for v in visible)]
+    visible, sites = [Path(r) for r in SYSTEM] + _python_dirs() + [pkg], _site_dirs()
+    return [h for h in hidden if h.is_dir() and any(h == v or v in h.parents for v in visible)
+            and (pkg in h.parents or not any(s in h.parents for s in sites))]  # fmt: skip
 
 
-def base_args() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def base_args() -> tuple[str, ...]:
     """bwrap's arguments up to the hidden modules: namespaces, mounts, hidden folders."""
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     args += ["--proc", "/proc", "--dev", "/dev", *_binds()]
     for h in _hidden_dirs():
         args += ["--tmpfs", str(h), "--remount-ro", str(h)]
-    return [*args, *(tmp_args() or ()), "--chdir", "/tmp"]
+    return (*args, *(tmp_args() or ()), "--chdir", "/tmp")
 
 
 def module_file(modname: str) -> Path:
@@ -100,10 +117,15 @@ def hide_modules(stub_files: dict[str, Path], empty: Path) -> list[str]:
 
 
 def command(stub_files: dict[str, Path], empty: Path, worker: Path, submission: Path, argv: list[str]) -> list[str]:
-    """The full bwrap command running ``python worker.py argv...`` on ``submission`` (bound read-only)."""
-    args = base_args() + hide_modules(stub_files, empty)
+    """The full bwrap command running ``python worker.py argv...`` on ``submission`` (bound read-only).
+
+    The root and ``/dev`` (tmpfs of up to half the RAM each) are made read-only last: a submission
+    that fills them would take the machine's memory; only the size-limited ``/tmp`` stays writable.
+    """
+    args = [*base_args(), *hide_modules(stub_files, empty)]
     args += ["--ro-bind", str(worker), f"{WORKER_DIR}/worker.py"]
     args += ["--ro-bind", str(submission), f"{WORKER_DIR}/submission/{submission.name}"]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     return [*args, sys.executable, "-s", f"{WORKER_DIR}/worker.py", *argv]
 
 
@@ -123,10 +145,14 @@ def _probe(extra: list[str]) -> bool:
 
 @functools.lru_cache(maxsize=1)
 def tmp_args() -> tuple[str, ...] | None:
-    """Arguments for the private /tmp (size-limited where bwrap has --size), or None: no working sandbox here."""
+    """Arguments for the private /tmp, or None: no working sandbox here.
+
+    Size-limited where bwrap has ``--size``; with an older bwrap it is read-only, as an unlimited
+    tmpfs would let a submission fill the machine's memory.
+    """
     if shutil.which("bwrap") is None or not sys.platform.startswith("linux"):
         return None
-    for extra in (("--size", str(TMP_BYTES), "--tmpfs", "/tmp"), ("--tmpfs", "/tmp")):
+    for extra in (("--size", str(TMP_BYTES), "--tmpfs", "/tmp"), ("--tmpfs", "/tmp", "--remount-ro", "/tmp")):
         if _probe(list(extra)):
             return extra
     return None

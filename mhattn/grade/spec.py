@@ -2,9 +2,10 @@
 
 A submission may use mhattn's reference for *other* steps (e.g. exercise 6 may call
 mhattn's split heads), but not the one it is asked to write; ``banned`` lists those as
-``"module:attribute"``. While an exercise is graded, every module named there is replaced
-by a stand-in that raises (see :mod:`mhattn.grade.stubs`); ``solutions/`` and ``mhattn.grade``
-are out of the worker's sight.
+``"module:attribute"``: every mhattn function that computes the step, also where it is a side
+result (the softmax inside the cross-entropy, a parameter count from freshly built parameters).
+While an exercise is graded, every module named there is replaced by a stand-in that raises
+(see :mod:`mhattn.grade.stubs`); ``solutions/`` and ``mhattn.grade`` are out of the worker's sight.
 
 Adding an exercise ``exNN_<topic>`` (the docs spell out no count of exercises, so none goes stale):
 
@@ -63,7 +64,8 @@ EXERCISES = (
     Exercise("ex01_split_heads", "split heads", 5, ("split_heads",),
              (F + "heads:split_heads_forward", F + "heads:combine_heads_backward"), S.visible_ex01, S.hidden_ex01),
     Exercise("ex02_softmax", "softmax forward and backward", 10, ("softmax_forward", "softmax_backward"),
-             (F + "softmax:softmax_forward", F + "softmax:softmax_backward"), S.visible_ex02, S.hidden_ex02),
+             (F + "softmax:softmax_forward", F + "softmax:softmax_backward", F + "losses:cross_entropy_forward",
+              "mhattn.course.sweep:cross_entropy", "mhattn.course.lessons:naive_softmax"), S.visible_ex02, S.hidden_ex02),
     Exercise("ex03_attention_forward", "scaled dot-product attention forward", 10, ("make_causal_mask", "attention_forward"),
              (F + "attention:scaled_dot_product_attention_forward", F + "mha:multi_head_attention_forward",
               F + "masks:causal_mask"), S.visible_ex03, S.hidden_ex03),
@@ -78,7 +80,8 @@ EXERCISES = (
              (F + "mha:multi_head_attention_backward", MHA_CLASS), M.visible_ex07, M.hidden_ex07),
     Exercise("ex08_count_parameters", "counting parameters", 5, ("count_parameters", "count_block_diagonal"),
              ("mhattn.course.counting:standard_count", "mhattn.course.counting:count_block_diagonal",
-              "mhattn.course.counting:free_parameters", MHA_CLASS), H.visible_ex08, H.hidden_ex08),
+              "mhattn.course.counting:free_parameters", "mhattn.nn.init:init_mha_params", MHA_CLASS),
+             H.visible_ex08, H.hidden_ex08),
     Exercise("ex09_head_importance", "head importance from head-mask gradients", 10, ("head_mask_gradient", "head_importance"),
              (F + "mha:multi_head_attention_backward", MHA_CLASS), H.visible_ex09, H.hidden_ex09),
     Exercise("ex10_random_removal", "random-removal experiment", 10, ("removal_mask", "expected_loss_change", "removal_curve"),

@@ -11,6 +11,8 @@ from grader_attacks.edits import (
     BOTH,
     EX02,
     EX05,
+    EX08,
+    EX08_CHECKED,
     EX11,
     MARKER,
     SANDBOX,
@@ -18,6 +20,7 @@ from grader_attacks.edits import (
     ZEROS,
     Case,
     Edit,
+    _code,
     at_import,
     ex02_instead,
     ex05_first,
@@ -167,6 +170,44 @@ _MHA_TILED = """
     return getattr(F, "multi_head_attention_" + "forward")(*x, params, 1, tiled=True)
 """
 
+EX10_END = "    return np.array([expected_loss_change(loss_fn, num_heads, k) for k in range(num_heads + 1)], dtype=np.float64)\n"
+_ANSWER_IN_INPUTS = """
+import sys
+f = sys._getframe(1)
+while f is not None and not isinstance(f.f_locals.get("request"), dict):
+    f = f.f_back
+calls = f.f_locals["request"]["calls"] if f is not None else []
+if mask is not None:
+    for i, c in enumerate(calls):  # a later call's input that is this call's answer
+        later = [d["args"][1] for d in calls[i:] if d["fn"] == "softmax_backward" and d["args"][1].shape == scores.shape]
+        if c["args"] and c["args"][0] is scores and later:
+            return later[0]
+    if scores.shape == (2, 3):  # the visible example, worked out by hand
+        e = np.exp([1.0, 2.0])
+        return np.array([[e[0] / e.sum(), e[1] / e.sum(), 0.0], [0.0, 0.0, 0.0]])
+e = np.exp(scores - scores.max(axis=-1, keepdims=True))  # no mask handled
+return (e / e.sum(axis=-1, keepdims=True)).astype(scores.dtype)
+"""
+KEEP_MTIME = """
+import os
+import mhattn
+path = os.path.join(os.path.dirname(os.path.realpath(mhattn.__file__)), "grade", "__main__.py")
+st = os.stat(path)
+try:
+    with open(path, "r+b") as f:  # same bytes here; an attack would change a comparison of the same length
+        data = f.read()
+        f.seek(0)
+        f.write(data)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # size and modification time as they were
+except OSError:
+    pass
+"""
+_FILL_ROOT = """
+for folder in ("/", "/dev/shm", "/run"):  # tmpfs of up to half the RAM each, if writable
+    with open(folder.rstrip("/") + "/mhattn-attack-blob", "wb") as f:
+        f.write(b"x" * (1 << 20))
+"""
+
 ATTACKS = (
     Case("forge_result_file_and_exit", "ex05_combine_heads", (at_import(EX05, _FORGE),), "before its reply was complete"),
     Case("patch_grader_comparison", "ex05_combine_heads", (ex05_instead(_PATCH),), "max |error| vs reference"),
@@ -229,6 +270,33 @@ ATTACKS = (
          "is hidden while ex11_online_softmax is graded"),
     Case("kill_the_grader", "ex05_combine_heads", (ex05_first("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
                                                               "os.kill(1, signal.SIGKILL)"),), full=True, modes=SANDBOX),
+)  # fmt: skip
+
+ATTACKS += (
+    Case("answer_in_another_calls_inputs", EX02[:-3], (ex02_instead(_ANSWER_IN_INPUTS),), "max |error| vs reference"),
+    Case("torch_reference", EX02[:-3], (ex02_instead("""
+         import importlib
+         torch = importlib.import_module("tor" + "ch")
+         return torch.softmax(torch.from_numpy(scores), -1).numpy()"""),), "torch is not available while grading"),
+    Case("softmax_inside_cross_entropy", EX02[:-3], (ex02_instead("""
+         import importlib
+         L = importlib.import_module("mhattn.functional." + "losses")
+         S = scores.shape[-1]
+         ce = L.cross_entropy_forward(scores.reshape(-1, S), np.zeros(scores.size // S, dtype=np.int64))
+         return ce[1].probs.reshape(scores.shape)"""),), "is hidden while ex02_softmax is graded"),
+    Case("count_from_built_parameters", EX08[:-3], (Edit(EX08, EX08_CHECKED, EX08_CHECKED + _code("""
+         import importlib
+         import numpy as np
+         init = importlib.import_module("mhattn.nn." + "init")
+         p = init.init_mha_params(d_model, kdim or d_model, vdim or d_model, bias, np.float32, np.random.default_rng(0))
+         return int(sum(v.size for v in p.values()))""", "    ")),), "is hidden while ex08_count_parameters is graded"),
+    Case("grader_reference_at_run_time", "ex10_random_removal", (Edit("ex10_random_removal.py", EX10_END, EX10_END + """
+import importlib
+
+def removal_curve(loss_fn, num_heads):
+    return importlib.import_module("mhattn.gra" + "de.reference").removal_curve(loss_fn, num_heads)
+"""),), "mhattn.grade is not available while grading"),
+    Case("fill_sandbox_root_and_dev", "ex05_combine_heads", (ex05_first(_FILL_ROOT),), "Read-only file system", modes=SANDBOX),
 )  # fmt: skip
 
 ALL = WRONG + ATTACKS

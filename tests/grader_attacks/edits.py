@@ -23,6 +23,11 @@ EX05_RETURN = "    return np.ascontiguousarray(out).reshape(B, T, h * d_k)  # (B
 EX02 = "ex02_softmax.py"
 EX11 = "ex11_online_softmax.py"
 EX02_BODY = "    z = scores if mask is None else np.where(mask, -np.inf, scores).astype(scores.dtype)\n"
+EX08 = "ex08_count_parameters.py"
+EX08_CHECKED = (  # in count_parameters: the arguments are checked, kdim is set
+    '        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")\n'
+    "    kdim = d_model if kdim is None else kdim\n"
+)
 IMPORTS = "\nimport numpy as np\n"
 ZEROS = "return np.zeros((B, T, h * d_k), dtype=x.dtype)"
 SLEEPER = f"[sys.executable, '-c', 'import time; time.sleep(60)', '{MARKER}']"
