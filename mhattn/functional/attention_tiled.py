@@ -14,13 +14,13 @@ Forward, the online softmax (Milakov & Gimelshein 2018; FlashAttention-2, Dao
 
 Backward (Dao 2023, Algorithm 2): nothing of size ``(T, S)`` was kept, so each
 tile is recomputed from the per-row log-sum-exp L, with ``D = rowsum(dO * O)``
-(line 5; FlashAttention-2 §3.1.2)::
+(line 4; FlashAttention-2 §3.1.2)::
 
-    P_ij  = exp(S_ij - L_i)                 lines 11-12 (one exp, no max, no sum)
-    dV_j += P_ij^T dO_i                     line 13
-    dP_ij = dO_i V_j^T                      line 14
-    dS_ij = P_ij * (dP_ij - D_i)            line 15
-    dQ_i += dS_ij K_j,  dK_j += dS_ij^T Q_i  lines 16-17 (times 1/sqrt(d_k))
+    P_ij  = exp(S_ij - L_i)                 lines 10-11 (one exp, no max, no sum)
+    dV_j += P_ij^T dO_i                     line 12
+    dP_ij = dO_i V_j^T                      line 13
+    dS_ij = P_ij * (dP_ij - D_i)            line 14
+    dQ_i += dS_ij K_j,  dK_j += dS_ij^T Q_i  lines 15-16 (times 1/sqrt(d_k))
 
 Choice measured on a 2-core CPU (benchmarks/bench_tiled.py, benchmarks/RESULTS.md): on
 NumPy the default is blocks of 256 queries with the whole key row (``block_k = S``). The
@@ -35,18 +35,21 @@ A query with no allowed key gets output 0, ``L = -inf`` and zero gradients.
 No dropout here: it needs the ``(T, S)`` keep-mask, so it stays on the plain path.
 On NumPy the (batch, head) pairs run on threads (NumPy and BLAS release the GIL),
 with BLAS held to one thread each; on CuPy all pairs go at once, one query block at a time.
+The running max is only a guard against overflow (any shift gives the same softmax): a query
+block whose scores are all small (Cauchy-Schwarz bound, ``_shift_free``) skips it, which saves
+two of the forward's passes over each tile.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from mhattn.backend import broadcasts_to, get_array_module
 from mhattn.functional.checks import check_float_array
 from mhattn.functional.masks import check_mask_kind
+from mhattn.functional.tile_threads import run_items, work_items
 
 
 class TiledAttentionCache(NamedTuple):
@@ -168,7 +171,7 @@ def _forward_block(xp, q, kT, v, mask, causal, scale, q0, q1, block_k, ws, k_nor
         s = _scores(xp, qs, kT, mask, causal, q0, q1, k0, k1, ws.s)  # (..., bq, bk)
         # 1-2. new running max and this tile's exponentials, in place (Alg. 1, line 9)
         p, m, alpha = _exp_tile(xp, s, m, shift)
-        # 3. rescale what was summed under the old max, then add this tile (Alg. 1, line 10)
+        # 3. rescale what was summed under the old max, then add this tile (Alg. 1: l line 9, O line 10)
         l_sum = l_sum * alpha + p @ ones[: k1 - k0]  # row sums as a GEMV (4x np.sum's speed)
         acc = acc * alpha + p @ v[..., k0:k1, :]  # (..., bq, d_v)
     # 4. normalise; an empty row (l = 0) gives out 0 and lse -inf (Alg. 1, lines 12-13)
@@ -199,61 +202,18 @@ def _backward_block(xp, c, dout, D, lse_b, grads, idx, q0, q1, ws):
     dq_acc = 0  # (..., bq, d_k) after the first tile
     for k0 in range(0, _key_end(c.causal, q1, k.shape[-2]), c.block_k):
         k1 = min(k0 + c.block_k, _key_end(c.causal, q1, k.shape[-2]))
-        # lines 11-12: recompute the tile's weights from the saved log-sum-exp: P = exp(S - L)
+        # lines 10-11: recompute the tile's weights from the saved log-sum-exp: P = exp(S - L)
         s = _scores(xp, qs_l, k_oneT, mask, c.causal, q0, q1, k0, k1, ws.s)  # (..., bq, bk)
         p = xp.exp(s, out=s)
-        # line 13: dV_j += P^T dO_i
+        # line 12: dV_j += P^T dO_i
         dv[idx][..., k0:k1, :] += _mm(xp, p.swapaxes(-1, -2), do, ws.kv, k1 - k0, do.shape[-1])  # (..., bk, d_v)
-        # lines 14-15: dS = P * (dO V^T - D)
+        # lines 13-14: dS = P * (dO V^T - D)
         ds = _mm(xp, do_d, v_oneT[..., :, k0:k1], ws.ds, q1 - q0, k1 - k0)  # (..., bq, bk)
         ds *= p
-        # lines 16-17: dQ_i += dS K_j; dK_j += dS^T (Q_i / sqrt(d_k))
+        # lines 15-16: dQ_i += dS K_j; dK_j += dS^T (Q_i / sqrt(d_k))
         dq_acc = dq_acc + ds @ k[..., k0:k1, :]  # (..., bq, d_k)
         dk[idx][..., k0:k1, :] += _mm(xp, ds.swapaxes(-1, -2), qs, ws.kv, k1 - k0, qs.shape[-1])  # (..., bk, d_k)
     dq[idx][..., q0:q1, :] = dq_acc * c.scale
-
-
-_POOL = {}  # made once, reused: {"pool": ThreadPoolExecutor, "blas": threadpoolctl controller or None}
-
-
-def _pool(workers):
-    """A thread pool of ``workers`` threads and a BLAS-thread controller, both kept between calls.
-
-    Making them per call cost 1-30 ms each (thread start; threadpoolctl scanning the loaded libraries).
-    """
-    if _POOL.get("workers") != workers:
-        try:
-            from threadpoolctl import ThreadpoolController
-        except ImportError:  # BLAS may then oversubscribe the cores; results are the same
-            ThreadpoolController = None
-        if "pool" in _POOL:
-            _POOL["pool"].shutdown(wait=False)
-        _POOL.update(workers=workers, pool=ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mhattn-tiled"))
-        _POOL["blas"] = _POOL.get("blas") or (ThreadpoolController() if ThreadpoolController else None)
-    return _POOL["pool"], _POOL["blas"]
-
-
-def _run(xp, workers, job, items):
-    """``job(item)`` for every item: on threads for NumPy (BLAS at one thread each), in turn otherwise."""
-    if workers == 1 or len(items) == 1:
-        for it in items:
-            job(it)
-        return
-    pool, blas = _pool(workers)
-    limits = None if blas is None else blas.limit(limits=1, user_api="blas")
-    try:
-        list(pool.map(job, items))  # list(): re-raises a worker's exception here
-    finally:
-        if limits is not None:
-            limits.restore_original_limits()
-
-
-def _items(xp, q):
-    """Work items: one (b, head) pair each on NumPy; everything at once elsewhere."""
-    B, h = q.shape[:2]
-    if xp.__name__ == "numpy":
-        return [(b, i) for b in range(B) for i in range(h)]
-    return [(slice(None), slice(None))]
 
 
 def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, block_k=None, workers=None):
@@ -299,7 +259,7 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
                 xp, q[idx], kT, v[idx], m, causal, scale, q0, q1, block_k, ws, k_norm
             )
 
-    _run(xp, workers, job, _items(xp, q))
+    run_items(xp, workers, job, work_items(xp, q))
     return out, lse, TiledAttentionCache(q, k, v, out, lse, mask, bool(causal), scale, block_q, block_k, workers)
 
 
@@ -312,11 +272,11 @@ def tiled_attention_backward(dout, cache: TiledAttentionCache):
     Returns:
         ``(dq, dk, dv)`` with the shapes of ``q``, ``k``, ``v``; zero for masked pairs.
 
-    Source: Dao 2023 (FlashAttention-2), Algorithm 2, lines 5 and 11-17.
+    Source: Dao 2023 (FlashAttention-2), Algorithm 2, lines 4 and 10-16.
     """
     c = cache
     xp = get_array_module(dout, c.q)
-    # line 5: D_i = rowsum(dO_i * O_i) (= rowsum(dP * P), without P)
+    # line 4: D_i = rowsum(dO_i * O_i) (= rowsum(dP * P), without P)
     dout = xp.ascontiguousarray(dout)  # (B, h, T, d_v)
     D = (dout * c.out).sum(axis=-1)  # (B, h, T)
     # an empty row has every key masked (-inf after _scores, P = 0) whatever L is: 0 keeps inf out of the GEMMs
@@ -332,5 +292,5 @@ def tiled_attention_backward(dout, cache: TiledAttentionCache):
         for q0 in range(0, T, c.block_q):
             _backward_block(xp, c, dout, D, lse_b, (dq, dk, dv), idx, q0, min(q0 + c.block_q, T), ws)
 
-    _run(xp, c.workers, job, _items(xp, c.q))
+    run_items(xp, c.workers, job, work_items(xp, c.q))
     return dq, dk, dv
