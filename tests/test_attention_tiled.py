@@ -142,6 +142,25 @@ def test_threads_and_one_worker_agree_exactly():
         np.testing.assert_array_equal(a, b)
 
 
+def test_calls_from_several_threads_at_once_share_the_kept_pools_safely():
+    import threading
+
+    q, k, v, _ = _inputs(np, "float32")
+    ref = tiled_attention_forward(q, k, v, workers=1, block_q=4)[0]
+    bad = []
+
+    def call(workers):
+        for _ in range(3):
+            bad.append(not np.array_equal(tiled_attention_forward(q, k, v, workers=workers, block_q=4)[0], ref))
+
+    threads = [threading.Thread(target=call, args=(w,)) for w in (2, 3, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(bad) == 12 and not any(bad)
+
+
 def test_inputs_are_not_modified():
     q, k, v, dout = _inputs(np, "float64")
     copies = [a.copy() for a in (q, k, v, dout)]

@@ -6,9 +6,12 @@ on threads at once; BLAS is held to one thread each so that the cores are not ov
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
-_POOL = {}  # made once, reused: {"pool": ThreadPoolExecutor, "blas": threadpoolctl controller or None}
+_POOLS = {}  # workers -> ThreadPoolExecutor, made once and kept (no shutdown: another call may be using it)
+_BLAS = []  # [threadpoolctl controller or None], made once
+_LOCK = threading.Lock()
 
 
 def _pool(workers):
@@ -16,16 +19,16 @@ def _pool(workers):
 
     Making them per call cost 1-30 ms each (thread start; threadpoolctl scanning the loaded libraries).
     """
-    if _POOL.get("workers") != workers:
-        try:
-            from threadpoolctl import ThreadpoolController
-        except ImportError:  # BLAS may then oversubscribe the cores; results are the same
-            ThreadpoolController = None
-        if "pool" in _POOL:
-            _POOL["pool"].shutdown(wait=False)
-        _POOL.update(workers=workers, pool=ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mhattn-tiled"))
-        _POOL["blas"] = _POOL.get("blas") or (ThreadpoolController() if ThreadpoolController else None)
-    return _POOL["pool"], _POOL["blas"]
+    with _LOCK:
+        if not _BLAS:
+            try:
+                from threadpoolctl import ThreadpoolController
+            except ImportError:  # BLAS may then oversubscribe the cores; results are the same
+                ThreadpoolController = None
+            _BLAS.append(ThreadpoolController() if ThreadpoolController else None)
+        if workers not in _POOLS:
+            _POOLS[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mhattn-tiled")
+        return _POOLS[workers], _BLAS[0]
 
 
 def run_items(xp, workers, job, items):
