@@ -130,13 +130,13 @@ assert np.allclose(lse, np.log(np.exp(scores).sum(-1)))  # L is each row's log-s
 #
 # The backward needs the weights $P$ again. Storing $L$, one number per query, is enough to rebuild any tile exactly:
 #
-# $$P_{ij} = e^{S_{ij} - L_i} \qquad \text{(Dao 2023, Algorithm 2, lines 11-12)}$$
+# $$P_{ij} = e^{S_{ij} - L_i} \qquad \text{(Dao 2023, Algorithm 2, lines 10-11)}$$
 #
-# one exponential per entry, with no maximum and no sum, because $L_i$ already is the row's normaliser. The softmax's backward needs $\sum_j P_{ij}\, dP_{ij}$ per row; since $dP = dO\, V^\top$ and $O = P V$, that sum equals $D_i = \sum_c dO_{ic}\, O_{ic}$ (line 5), which needs only the output, never $P$. Then for each tile:
+# one exponential per entry, with no maximum and no sum, because $L_i$ already is the row's normaliser. The softmax's backward needs $\sum_j P_{ij}\, dP_{ij}$ per row; since $dP = dO\, V^\top$ and $O = P V$, that sum equals $D_i = \sum_c dO_{ic}\, O_{ic}$ (line 4), which needs only the output, never $P$. Then for each tile:
 #
 # $$dV_j \mathrel{+}= P_{ij}^\top dO_i, \quad dP_{ij} = dO_i V_j^\top, \quad dS_{ij} = P_{ij} \circ (dP_{ij} - D_i), \quad dQ_i \mathrel{+}= dS_{ij} K_j / \sqrt{d_k}, \quad dK_j \mathrel{+}= dS_{ij}^\top Q_i / \sqrt{d_k}$$
 #
-# (lines 13-17). **Why recomputing is cheap.** The plain backward does four matrix products per tile ($dV$, $dP$, $dQ$, $dK$); the tiled one adds a fifth, $Q K^\top$ again, and one `exp`. Counted in multiply-adds for a forward plus backward:
+# (lines 12-16). **Why recomputing is cheap.** The plain backward does four matrix products per tile ($dV$, $dP$, $dQ$, $dK$); the tiled one adds a fifth, $Q K^\top$ again, and one `exp`. Counted in multiply-adds for a forward plus backward:
 
 
 # %%

@@ -65,6 +65,26 @@ def test_same_output_and_gradients_as_the_plain_path(backend, dtype, tol, kind, 
         assert bool(xp.isfinite(b).all()), name
 
 
+@pytest.mark.parametrize("dtype, tol, big", [("float64", 1e-10, 200.0), ("float32", 1e-5, 20.0)])
+@pytest.mark.parametrize("kind", [None, "bool", "float"])
+@pytest.mark.parametrize("large", [False, True])
+def test_the_max_shift_is_skipped_exactly_when_every_score_is_small(monkeypatch, dtype, tol, big, kind, large):
+    q, k, v, dout = _inputs(np, dtype)
+    q = q * big if large else q  # large: |q| max|k| / sqrt(d_k) above NO_SHIFT_BOUND (exp(S) could overflow)
+    shifts, real = [], tiled_mod._exp_tile
+    monkeypatch.setattr(tiled_mod, "_exp_tile", lambda xp, s, m, shift: shifts.append(shift) or real(xp, s, m, shift))
+    mask = _mask(kind, np, dtype)
+    out, _, cache = scaled_dot_product_attention_forward(q, k, v, mask)
+    out_t, _, cache_t = tiled_attention_forward(q, k, v, mask, block_q=4, block_k=3)
+    assert any(shifts) == (large or kind == "float")  # decided per query block
+    assert all(shifts) or kind != "float"  # a float mask may add anything: always shifted
+    grads, grads_t = (
+        f(dout, c) for f, c in ((scaled_dot_product_attention_backward, cache), (tiled_attention_backward, cache_t))
+    )
+    for name, a, b in zip(("out", "dq", "dk", "dv"), (out, *grads), (out_t, *grads_t), strict=True):
+        assert rel_error(a, b) <= tol, f"{name}: {rel_error(a, b):.2e}"
+
+
 def test_a_query_with_no_allowed_key_gives_zero_output_lse_minus_inf_and_zero_gradients():
     q, k, v, dout = _inputs(np, "float64")
     mask = _mask("bool", np, "float64")
@@ -120,6 +140,25 @@ def test_threads_and_one_worker_agree_exactly():
     np.testing.assert_array_equal(one[0], two[0])
     for a, b in zip(tiled_attention_backward(dout, one[2]), tiled_attention_backward(dout, two[2]), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_calls_from_several_threads_at_once_share_the_kept_pools_safely():
+    import threading
+
+    q, k, v, _ = _inputs(np, "float32")
+    ref = tiled_attention_forward(q, k, v, workers=1, block_q=4)[0]
+    bad = []
+
+    def call(workers):
+        for _ in range(3):
+            bad.append(not np.array_equal(tiled_attention_forward(q, k, v, workers=workers, block_q=4)[0], ref))
+
+    threads = [threading.Thread(target=call, args=(w,)) for w in (2, 3, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(bad) == 12 and not any(bad)
 
 
 def test_inputs_are_not_modified():
