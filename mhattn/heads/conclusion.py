@@ -76,7 +76,8 @@ def conclusion(e: Expectation, v: Verdicts, one: UnequalContribution, two: Compe
         f"({100 * e.fraction_superadditive:.0f}% of subsets cost more than their heads' single costs added).",
         f"Reason 1 (unequal heads): single costs {'are' if v.unequal_costs else 'are not'} unequal "
         f"(Gini {one.gini_single_ablation:.2f}); inequality spreads the additive outcomes (sd "
-        f"{e.additive_std_dloss:.3f}) but leaves their mean at {e.additive_expected_dloss:+.3f}, so it "
+        f"{e.additive_std_dloss:.3f}) but leaves their mean at {e.additive_expected_dloss:+.3f} (median "
+        f"{e.additive_median_dloss:+.3f}), so it "
         f"{_holds(v.reason1_unequal_explains)} as the explanation here"
         + ("." if v.reason1_unequal_explains else " (the mean is not about additive)."),
         f"Reason 2 (survivors compensate without retraining): largest output similarity between two heads "
