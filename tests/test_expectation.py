@@ -91,3 +91,30 @@ def test_conclusion_words_change_with_the_verdicts():
     assert "less than the naive" in text and "Reason 2" in text and "fails" in text and "re-learning" in text
     args = _fake(gini=0.6, sim=0.67, median=0.03, mean=0.2)
     assert "0.67; holds" in conclusion(args[0], verdicts(*args), *args[1:])
+
+
+def _details(dloss):
+    c = np.linspace(0.0, 0.2, 12).reshape(1, 12)
+    return {"random": {"dloss": dloss}, "settings": {"n_remove": 6}, "ablation_zero_dloss": c.tolist(),
+            "baseline": {"loss": 0.0, "acc": 1.0},
+            "curve": {"fraction_removed": [0.0, 1.0], "importance_loss": [0.0, 4.0]}}  # fmt: skip
+
+
+def test_histogram_counts_values_beyond_its_range_instead_of_clipping_silently():
+    pytest.importorskip("matplotlib")
+    from mhattn.plots.pruning import random_removal_hist
+
+    fig = random_removal_hist({"m": _details([0.1, 0.2, 0.3, 5.0, 7.0])}, xmax=1.0)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("2 beyond 1.00" in t for t in labels) and any("naive" in t and "beyond the axis" in t for t in labels)
+    fig = random_removal_hist({"m": _details([0.1, 0.2, 0.3])})
+    assert not any("beyond" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
+
+
+def test_scratch_comparison_refuses_models_that_do_not_match():
+    from mhattn.heads.scratch import compare_scratch_vs_pruned
+    from mhattn.training.checkpoint import load_checkpoint
+
+    full, meta = load_checkpoint("roles-plain")
+    with pytest.raises(ValueError, match="must match"):
+        compare_scratch_vs_pruned(full, meta, full, meta, None, [0, 1, 2, 3, 4, 5])

@@ -50,21 +50,21 @@ def random_removal_hist(reports, bins=30, xmax=None):
 
     Args:
         xmax: upper end of the x range (nats), the same for every panel; ``None`` = each panel's
-            largest value. Values beyond it are piled into the last bin, which is hatched and labelled
+            largest value or expectation. Values beyond it are piled into the last bin, which is hatched and labelled
             with their count, so nothing is clipped silently.
     """
     fig = _figure(figsize=(7, 2.6 * len(reports)), layout="constrained")
     axes = fig.subplots(len(reports), 1, squeeze=False)[:, 0]
     for ax, (name, r) in zip(axes, reports.items(), strict=True):
         dl = np.asarray(r["random"]["dloss"])
-        hi = float(dl.max()) if xmax is None else float(xmax)
+        add, naive = _expectations(r)
+        hi = max(float(dl.max()), add, naive or 0.0) if xmax is None else float(xmax)
         edges = np.linspace(min(0.0, float(dl.min())), hi, bins + 1)
         beyond = int((dl > hi).sum())
         _, _, patches = ax.hist(np.minimum(dl, hi), bins=edges, color="tab:gray", label=f"median {np.median(dl):+.3f}")
         if beyond:
             patches[-1].set_hatch("//")
             patches[-1].set_label(f"{beyond} beyond {hi:.2f} (piled here)")
-        add, naive = _expectations(r)
         ax.axvline(add, color="tab:blue", ls="--", label=f"additive (k/h) sum of singles {add:+.3f}")
         if naive is not None and naive <= hi:
             ax.axvline(naive, color="tab:red", ls=":", label=f"naive k/h of no-heads loss {naive:+.3f}")
