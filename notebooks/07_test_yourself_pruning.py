@@ -239,6 +239,7 @@ print(f"first probe with every job >= 99%: 12 heads at step {cmp.full_first_step
       f"6 heads at step {cmp.scratch_first_step_at_99}")  # fmt: skip
 assert full.num_parameters() == six.num_parameters()
 assert cmp.scratch_loss < cmp.finetuned_loss  # six heads from scratch beat twelve pruned to six and fine-tuned
+assert cmp.scratch_min_acc >= 0.99 and cmp.scratch_first_step_at_99 is not None
 
 # %% [markdown]
 # Six heads trained from scratch do the task better than twelve pruned to six and briefly fine-tuned, and they

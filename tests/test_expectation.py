@@ -118,3 +118,20 @@ def test_scratch_comparison_refuses_models_that_do_not_match():
     full, meta = load_checkpoint("roles-plain")
     with pytest.raises(ValueError, match="must match"):
         compare_scratch_vs_pruned(full, meta, full, meta, None, [0, 1, 2, 3, 4, 5])
+
+
+def test_shipped_six_head_checkpoint_matches_its_recipe():
+    """roles-6heads: the roles-plain recipe with 6 heads (python -m mhattn.training.recipes roles-6heads)."""
+    from mhattn.training.checkpoint import load_checkpoint
+    from mhattn.training.loop import evaluate
+    from mhattn.training.recipes import RECIPES
+    from mhattn.training.tasks import task_from_meta
+
+    model, meta = load_checkpoint("roles-6heads")
+    r = RECIPES["roles-6heads"]
+    assert (model.cfg.num_heads, model.cfg.d_model, meta["training"]["steps"]) == (6, 96, RECIPES["roles-plain"]["steps"])
+    assert {k: v for k, v in r.items() if k not in ("num_heads", "file")} == {
+        k: v for k, v in RECIPES["roles-plain"].items() if k not in ("num_heads", "file")
+    }
+    task = task_from_meta(meta["task"])
+    assert evaluate(model, *task.eval_set(1024))["min_acc"] >= 0.99
