@@ -203,7 +203,7 @@ for name, (model, _task, _) in models.items():
         f"{name}: half the heads gone -> loss {c['importance_loss'][half]:.3f} by importance, "
         f"{c['random_loss'][half]:.3f} at random"
     )
-    assert c["importance_loss"][half] < c["random_loss"][half]
+    assert 2 * c["importance_loss"][half] < c["random_loss"][half]
 show(pruning_curves(reports))
 
 # %% [markdown]
@@ -242,6 +242,8 @@ for name in models:
 plain, hd = reports["roles-plain"], reports["roles-headdropout"]
 found_plain, found_hd = planted_match(roles["roles-plain"]), planted_match(roles["roles-headdropout"])
 assert all(len(found_hd[j]) >= 2 for j in found_hd) and len(found_plain["offset-1"]) == 1
+top2_plain = np.sort(np.ravel(plain["ablation_zero_dloss"]))[::-1][:2].sum() / np.ravel(plain["ablation_zero_dloss"]).sum()
+assert top2_plain > 0.5  # a few heads carry most of the summed single-head cost
 assert np.max(hd["ablation_zero_dloss"]) < 0.01 < 0.5 < np.max(plain["ablation_zero_dloss"])
 assert np.median(hd["random"]["dloss"]) < 0.1 < 1.0 < np.median(plain["random"]["dloss"])
 
