@@ -239,11 +239,12 @@ print(f"first probe with every job >= 99%: 12 heads at step {cmp.full_first_step
       f"6 heads at step {cmp.scratch_first_step_at_99}")  # fmt: skip
 assert full.num_parameters() == six.num_parameters()
 assert cmp.scratch_loss < cmp.finetuned_loss  # six heads from scratch beat twelve pruned to six and fine-tuned
-assert cmp.scratch_min_acc >= 0.99 and cmp.scratch_first_step_at_99 is not None
+assert cmp.scratch_min_acc >= 0.99 and cmp.scratch_first_step_at_99 <= cmp.full_first_step_at_99
 
 # %% [markdown]
 # Six heads trained from scratch do the task better than twelve pruned to six and briefly fine-tuned, and they
-# needed no extra heads to learn it. On this task, then, the claim is not supported: training did not need the
+# reached 99% on every job no later than twelve heads did (the training probe is evaluated every 250 steps, so
+# this is a coarse clock): they needed no extra heads to learn it. On this task, then, the claim is not supported: training did not need the
 # six extra heads. (One seed and one small task; Michel et al.'s evidence concerns translation models, where it is
 # the *importance* of heads early in training that they followed.)
 #
