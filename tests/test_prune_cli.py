@@ -22,8 +22,13 @@ def report(tmp_path_factory):
 def test_prune_writes_the_report_keys_for_both_roles_models(report):
     out, rep = report
     assert set(rep["models"]) == {"roles-plain", "roles-headdropout"}
+    assert rep["report_version"] == 2 and "six are removed at random" in rep["question"]
     for m in rep["models"].values():
         assert {"q1_unequal_contribution", "q2_compensation", "q3_removal_improved_loss", "summary", "details"} <= set(m)
+        assert {"expectation", "verdicts", "conclusion"} <= set(m)
+        e = m["expectation"]
+        assert e["additive_expected_dloss"] == pytest.approx(e["sum_single_dloss"] * 6 / 12)
+        assert e["observed_dloss_median"] == m["q2_compensation"]["random_dloss_median"]
         assert m["q3_removal_improved_loss"]["n_random"] == 12
         assert len(m["details"]["random"]["subsets"][0]) == 6 and len(m["details"]["importance"][0]) == 12
         assert m["details"]["curve"]["fraction_removed"][0] == 0.0 and m["details"]["curve"]["fraction_removed"][-1] == 1.0
@@ -55,6 +60,8 @@ def test_prune_table_is_printed(capsys, tmp_path):
     )
     text = capsys.readouterr().out
     assert "random removal: median dloss" in text and "[roles-plain]" in text
+    assert text.startswith("Question: A layer has twelve heads") and "[roles-plain] conclusion: " in text
+    assert "additive expectation: dloss" in text and "naive expectation: dloss" in text
     assert not (tmp_path / "importance.png").exists()
 
 

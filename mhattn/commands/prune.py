@@ -9,10 +9,9 @@ import math
 import time
 from pathlib import Path
 
-import numpy as np
-
 from mhattn.commands import UsageError, float_in, int_in, non_negative_int, output_dir, positive_int
 from mhattn.commands.prune_jobs import available_cpus, prune_all
+from mhattn.heads.report import PruneReport
 from mhattn.training.checkpoint import SHIPPED, CheckpointError, load_checkpoint
 from mhattn.training.tasks import task_from_meta
 
@@ -68,58 +67,61 @@ def check(args):
 def _fmt(v):
     if v is None:
         return "n/a"
+    if isinstance(v, tuple):
+        return " / ".join(str(x) for x in v)
     return f"{v:+.3f}" if isinstance(v, float) else str(v)
 
 
-def _role_counts(m):
-    roles = [r["role"] for r in m["details"]["roles"]]
-    return f"{roles.count('offset-1')} / {roles.count('offset+1')} / {roles.count('rare')}"
+ROWS = [  # (label, dotted field of ModelReport)
+    ("baseline loss (nats)", "baseline_loss"),
+    ("baseline accuracy", "baseline_acc"),
+    ("max single-ablation dloss", "q1_unequal_contribution.single_ablation_dloss_max"),
+    ("median single-ablation dloss", "q1_unequal_contribution.single_ablation_dloss_median"),
+    ("top-2 share of ablation loss", "q1_unequal_contribution.top2_share_of_single_ablation_loss"),
+    ("spearman(importance, ablation)", "q1_unequal_contribution.spearman_importance_vs_zero_ablation"),
+    ("remove least important: dloss", "q1_unequal_contribution.least_vs_most_important_dloss.0"),
+    ("remove most important: dloss", "q1_unequal_contribution.least_vs_most_important_dloss.1"),
+    ("naive expectation: dloss", "expectation.naive_expected_dloss"),
+    ("additive expectation: dloss", "expectation.additive_expected_dloss"),
+    ("random removal: mean dloss", "expectation.observed_dloss_mean"),
+    ("random removal: median dloss", "q2_compensation.random_dloss_median"),
+    ("random removal: 90th pct dloss", "expectation.observed_dloss_p90"),
+    ("random removal: worst dloss", "expectation.observed_dloss_worst"),
+    ("random removal: median dacc", "q2_compensation.random_dacc_median"),
+    ("weakest singles: sum of singles", "q2_compensation.lowest_single_sum_of_single_dloss"),
+    ("weakest singles: removed together", "q2_compensation.lowest_single_joint_dloss"),
+    ("Michel iterative: dloss", "q2_compensation.michel_iterative_joint_dloss"),
+    ("max output similarity", "q2_compensation.max_output_similarity"),
+    ("fine-tune recovered fraction", "q2_compensation.finetune_recovered_fraction"),
+    ("random subsets improving loss", "q3_removal_improved_loss.n_random_subsets_improved"),
+    ("single ablations improving loss", "q3_removal_improved_loss.n_single_ablations_improved"),
+    ("gates open after L0 training", "gates_open"),
+    ("heads at -1 / +1 / rare (>= 90%)", "role_counts"),
+]
+
+
+def field_value(report, path):
+    """``report``'s value at a dotted field path (a numeric part indexes a list)."""
+    v = report
+    for part in path.split("."):
+        v = v[int(part)] if part.isdigit() else getattr(v, part)
+    return v
 
 
 def table(models):
-    """Side-by-side text table of the headline numbers."""
-    rows = [
-        ("baseline loss (nats)", lambda m: m["details"]["baseline"]["loss"]),
-        ("baseline accuracy", lambda m: m["details"]["baseline"]["acc"]),
-        ("max single-ablation dloss", lambda m: m["q1_unequal_contribution"]["single_ablation_dloss_max"]),
-        ("median single-ablation dloss", lambda m: m["q1_unequal_contribution"]["single_ablation_dloss_median"]),
-        ("top-2 share of ablation loss", lambda m: m["q1_unequal_contribution"]["top2_share_of_single_ablation_loss"]),
-        ("spearman(importance, ablation)", lambda m: m["q1_unequal_contribution"]["spearman_importance_vs_zero_ablation"]),
-        ("remove least important: dloss", lambda m: m["q1_unequal_contribution"]["least_vs_most_important_dloss"][0]),
-        ("remove most important: dloss", lambda m: m["q1_unequal_contribution"]["least_vs_most_important_dloss"][1]),
-        ("random removal: median dloss", lambda m: m["q2_compensation"]["random_dloss_median"]),
-        ("random removal: median dacc", lambda m: m["q2_compensation"]["random_dacc_median"]),
-        ("weakest singles: sum of singles", lambda m: m["q2_compensation"]["lowest_single_sum_of_single_dloss"]),
-        ("weakest singles: removed together", lambda m: m["q2_compensation"]["lowest_single_joint_dloss"]),
-        ("Michel iterative: dloss", lambda m: m["q2_compensation"]["michel_iterative_joint_dloss"]),
-        ("fine-tune recovered fraction", lambda m: m["q2_compensation"]["finetune_recovered_fraction"]),
-        ("random subsets improving loss", lambda m: m["q3_removal_improved_loss"]["n_random_subsets_improved"]),
-        ("single ablations improving loss", lambda m: m["q3_removal_improved_loss"]["n_single_ablations_improved"]),
-        ("gates open after L0 training", lambda m: m["details"].get("gates", {}).get("open")),
-        ("heads at -1 / +1 / rare (>= 90%)", _role_counts),
-    ]
+    """Side-by-side text table of the headline numbers (``models``: name -> ModelReport)."""
     names = list(models)
     lines = [f"{'':34s}" + "".join(f"{n:>20s}" for n in names)]
-    for label, get in rows:
-        lines.append(f"{label:34s}" + "".join(f"{_fmt(get(models[n])):>20s}" for n in names))
+    for label, path in ROWS:
+        lines.append(f"{label:34s}" + "".join(f"{_fmt(field_value(models[n], path)):>20s}" for n in names))
     return "\n".join(lines)
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {k: _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.generic):
-        return x.item()
-    return x
 
 
 def run(names, settings_kw, jobs=1):
     """Run the experiment for each checkpoint, ``jobs`` at once (see :mod:`mhattn.commands.prune_jobs`).
 
     Returns:
-        ``{name: {q1..., q2..., q3..., summary, details}}``.
+        ``{name: ModelReport}`` in ``names`` order.
     """
     return prune_all(names, settings_kw, jobs)
 
@@ -151,18 +153,19 @@ def main(args) -> int:
     t0 = time.perf_counter()
     models = run(names, kw, jobs=args.jobs)
     args.out.mkdir(parents=True, exist_ok=True)
-    report = {"report_version": 1, "seconds": round(time.perf_counter() - t0, 1), "models": _jsonable(models)}
-    (args.out / "report.json").write_text(json.dumps(report, indent=1))
+    report = PruneReport(models, seconds=round(time.perf_counter() - t0, 1))
+    (args.out / "report.json").write_text(json.dumps(report.to_json(), indent=1))
+    print(f"Question: {report.question}\n")
     print(table(models))
     for name, m in models.items():
-        print(f"\n[{name}] {m['summary']}")
+        print(f"\n[{name}] {m.summary}\n[{name}] conclusion: {m.conclusion}")
     if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
         print("\nmatplotlib is not installed: no plots (pip install 'mhattn[course]'; --no-plots hides this note)")
     elif not args.no_plots:
         from mhattn.plots.pruning import save_all
 
-        save_all({n: m["details"] for n, m in models.items()}, args.out)
+        save_all({n: m.details for n, m in models.items()}, args.out)
         for name in names:
             _attention_png(name, args.out)
-    print(f"\nreport written to {args.out / 'report.json'} ({report['seconds']} s)")
+    print(f"\nreport written to {args.out / 'report.json'} ({report.seconds} s)")
     return 0

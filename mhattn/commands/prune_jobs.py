@@ -13,8 +13,8 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from mhattn.heads.answers import answers
 from mhattn.heads.prune import PruneSettings, run_prune
+from mhattn.heads.report import model_report
 from mhattn.training import loop
 from mhattn.training.checkpoint import load_checkpoint
 from mhattn.training.tasks import task_from_meta
@@ -28,7 +28,7 @@ def available_cpus() -> int:
 
 
 def prune_one(name, settings_kw, bar_position=0):
-    """One checkpoint's experiment: ``(stem, {q1..., q2..., q3..., summary, details})``.
+    """One checkpoint's experiment: ``(stem, ModelReport)``.
 
     ``bar_position``: the terminal line of this process's progress bars.
     """
@@ -38,7 +38,7 @@ def prune_one(name, settings_kw, bar_position=0):
     kw = dict(settings_kw)
     kw.setdefault("eval_size", 512 if task.name == "roles" else 256)
     details = run_prune(model, task, PruneSettings(**kw))
-    return Path(str(name)).stem, {**answers(details), "details": details}
+    return Path(str(name)).stem, model_report(details)
 
 
 @contextlib.contextmanager

@@ -5,18 +5,28 @@
 * :mod:`~mhattn.heads.gates`: hard-concrete gates with an L0 penalty (Voita et al. 2019, §6).
 * :mod:`~mhattn.heads.mask_eval`: one evaluation set under many head masks, the work before the mask done once.
 * :mod:`~mhattn.heads.prune`: the "remove 6 of 12 heads" experiment behind ``mhattn prune``.
+* :mod:`~mhattn.heads.expectation`: what "expected" means for a random removal (additive, naive).
+* :mod:`~mhattn.heads.answers`, :mod:`~mhattn.heads.conclusion`, :mod:`~mhattn.heads.report`: the report
+  as dataclasses, the verdicts on the usual reasons, and the conclusion printed by ``mhattn prune``.
+* :mod:`~mhattn.heads.scratch`: a 6-head model trained from scratch against 12 heads pruned to 6 and fine-tuned.
 """
 
-from mhattn.heads.answers import answers
+from mhattn.heads.expectation import additive_expectation, naive_expectation, subset_sums
 from mhattn.heads.importance import ablation_deltas, head_importance, masked_eval, spearman
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.prune import PruneSettings, run_prune
+from mhattn.heads.report import ModelReport, PruneReport, model_report
 from mhattn.heads.roles import attention_maps, detect_roles, head_confidence, positional_stats, rare_token_stats
 
 __all__ = [
     "HeadMaskEvaluator",
+    "ModelReport",
+    "PruneReport",
     "PruneSettings",
-    "answers",
+    "additive_expectation",
+    "model_report",
+    "naive_expectation",
+    "subset_sums",
     "run_prune",
     "ablation_deltas",
     "attention_maps",

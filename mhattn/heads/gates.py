@@ -1,10 +1,14 @@
 """Hard-concrete gates with an L0 penalty: prune heads by training (Voita et al. 2019, §6).
 
 Each head gets a gate ``z_h ∈ [0, 1]`` that multiplies its output (through ``head_mask``).
-Louizos et al. 2018's hard-concrete distribution, with ``u ~ U(0, 1)``::
+The hard-concrete distribution (Louizos et al. 2018), with ``u ~ U(0, 1)``::
 
     s  = sigmoid((log u - log(1 - u) + log_alpha) / beta)     beta = 0.33 (temperature)
     z  = clip(s (r - l) + l, 0, 1)                             (l, r) = (-0.1, 1.1) (stretch)
+
+``beta = 0.33`` is the default of Voita et al.'s released code (github.com/lena-voita/the-story-of-heads),
+which these gates follow; Louizos et al. 2018 used ``beta = 2/3`` in their experiments. The stretch
+(-0.1, 1.1) is the same in both.
 
 The stretch lets z hit exactly 0 or 1. The expected number of open gates,
 ``L0 = sum_h sigmoid(log_alpha_h - beta log(-l / r))``, is differentiable in

@@ -12,65 +12,103 @@ def _figure(**kwargs):
     return Figure(**kwargs)
 
 
+def _head_ticks(ax, n, axis="x"):
+    """One integer tick per head (every other one past 16 heads)."""
+    ticks = np.arange(0, n, 1 if n <= 16 else 2)
+    (ax.set_xticks if axis == "x" else ax.set_yticks)(ticks)
+
+
 def importance_bars(reports, title="Head importance and single-head ablation"):
     """Bars of normalised importance (left) and zero-ablation loss change (right) per head, per model."""
-    fig = _figure(figsize=(10, 2.6 * len(reports)))
+    fig = _figure(figsize=(10, 2.8 * len(reports)), layout="constrained")
     axes = fig.subplots(len(reports), 2, squeeze=False)
     for row, (name, r) in enumerate(reports.items()):
         imp, dl = np.ravel(r["importance"]), np.ravel(r["ablation_zero_dloss"])
         axes[row, 0].bar(range(len(imp)), imp, color="tab:blue")
         axes[row, 0].set_ylabel(name)
-        axes[row, 0].set_title("Michel importance (l2-normalised)")
+        axes[row, 0].set_title("Michel importance (l2-normalised)", fontsize=10)
         axes[row, 1].bar(range(len(dl)), dl, color="tab:red")
-        axes[row, 1].set_title("loss change when ablated alone (nats)")
+        axes[row, 1].set_title("loss change when ablated alone (nats)", fontsize=10)
         for ax in axes[row]:
             ax.set_xlabel("head (layer-major)")
+            _head_ticks(ax, len(imp))
     fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 
-def random_removal_hist(reports, bins=30):
-    """Histogram of loss changes over the random removals, one colour per model."""
-    fig = _figure(figsize=(7, 3.5))
-    ax = fig.subplots()
-    for name, r in reports.items():
+def _expectations(r):
+    """``(additive, naive)`` expected loss changes of a random removal (see :mod:`mhattn.heads.expectation`)."""
+    from mhattn.heads.expectation import additive_expectation, naive_expectation
+
+    k, c = r["settings"]["n_remove"], np.ravel(r["ablation_zero_dloss"])
+    none = r["curve"]["importance_loss"][-1] - r["baseline"]["loss"] if "curve" in r else None
+    return additive_expectation(c, k), None if none is None else naive_expectation(0.0, none, k, c.size)
+
+
+def random_removal_hist(reports, bins=30, xmax=None):
+    """Histogram of loss changes over the random removals, one panel per model, with both expectations.
+
+    Args:
+        xmax: upper end of the x range (nats), the same for every panel; ``None`` = each panel's
+            largest value or expectation. Values beyond it are piled into the last bin, which is hatched and labelled
+            with their count, so nothing is clipped silently.
+    """
+    fig = _figure(figsize=(7, 2.6 * len(reports)), layout="constrained")
+    axes = fig.subplots(len(reports), 1, squeeze=False)[:, 0]
+    for ax, (name, r) in zip(axes, reports.items(), strict=True):
         dl = np.asarray(r["random"]["dloss"])
-        ax.hist(dl, bins=bins, alpha=0.6, label=f"{name} (median {np.median(dl):+.2f})")
-    ax.axvline(0.0, color="k", lw=0.8)
+        add, naive = _expectations(r)
+        hi = max(float(dl.max()), add, naive or 0.0) if xmax is None else float(xmax)
+        edges = np.linspace(min(0.0, float(dl.min())), hi, bins + 1)
+        beyond = int((dl > hi).sum())
+        _, _, patches = ax.hist(np.minimum(dl, hi), bins=edges, color="tab:gray", label=f"median {np.median(dl):+.3f}")
+        if beyond:
+            patches[-1].set_hatch("//")
+            patches[-1].set_label(f"{beyond} beyond {hi:.2f} (piled here)")
+        ax.axvline(add, color="tab:blue", ls="--", label=f"additive (k/h) sum of singles {add:+.3f}")
+        if naive is not None and naive <= hi:
+            ax.axvline(naive, color="tab:red", ls=":", label=f"naive k/h of no-heads loss {naive:+.3f}")
+        elif naive is not None:
+            ax.plot([], [], color="tab:red", ls=":", label=f"naive {naive:+.3f} (beyond the axis)")
+        ax.axvline(0.0, color="k", lw=0.8)
+        ax.set_title(name, fontsize=10)
+        ax.set_ylabel("subsets")
+        ax.legend(fontsize=8)
     n = next(iter(reports.values()))["settings"]["n_remove"]
-    ax.set_xlabel(f"loss change after removing {n} random heads (nats)")
-    ax.set_ylabel("subsets")
-    ax.legend()
-    fig.tight_layout()
+    axes[-1].set_xlabel(f"loss change after removing {n} random heads (nats)")
     return fig
 
 
 def pruning_curves(reports):
-    """Loss against the fraction of heads removed: by importance (re-scored) and at random."""
-    fig = _figure(figsize=(7, 3.5))
+    """Loss against the fraction of heads removed: by importance (re-scored), at random, and the naive straight line."""
+    fig = _figure(figsize=(7, 3.5), layout="constrained")
     ax = fig.subplots()
     for name, r in reports.items():
         c = r["curve"]
-        line = ax.plot(c["fraction_removed"], c["importance_loss"], marker="o", label=f"{name}: by importance")[0]
-        ax.plot(c["fraction_removed"], c["random_loss"], ls="--", color=line.get_color(), label=f"{name}: random")
+        f = c["fraction_removed"]
+        line = ax.plot(f, c["importance_loss"], marker="o", label=f"{name}: by importance")[0]
+        ax.plot(f, c["random_loss"], ls="--", color=line.get_color(), label=f"{name}: random")
+        ax.plot([f[0], f[-1]], [c["random_loss"][0], c["random_loss"][-1]], ls=":", color=line.get_color(),
+                label=f"{name}: naive straight line")  # fmt: skip
     ax.set_xlabel("fraction of heads removed")
     ax.set_ylabel("loss (nats)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
     return fig
 
 
 def similarity_heatmaps(reports, key="output"):
     """Cosine similarity between heads (layer 0), one panel per model."""
-    fig = _figure(figsize=(4 * len(reports), 3.6))
+    fig = _figure(figsize=(4.2 * len(reports), 3.6), layout="constrained")
     axes = fig.subplots(1, len(reports), squeeze=False)
     for ax, (name, r) in zip(axes[0], reports.items(), strict=True):
-        im = ax.imshow(np.asarray(r["similarity"][key][0]), vmin=-1, vmax=1, cmap="RdBu_r")
-        ax.set_title(f"{name}: {key} similarity")
+        m = np.asarray(r["similarity"][key][0])
+        im = ax.imshow(m, vmin=-1, vmax=1, cmap="RdBu_r")
+        ax.set_title(f"{name}: {key} similarity", fontsize=10)
         ax.set_xlabel("head")
         ax.set_ylabel("head")
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8)
+        _head_ticks(ax, len(m), "x")
+        _head_ticks(ax, len(m), "y")
+    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="cosine similarity")
     return fig
 
 

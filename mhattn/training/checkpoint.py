@@ -24,7 +24,12 @@ from mhattn.nn.transformer import ModelConfig, TransformerModel, param_shapes
 
 FORMAT, VERSION = "mhattn-checkpoint", 1
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-SHIPPED = {"roles-plain": "roles-plain.npz", "roles-headdropout": "roles-headdropout.npz", "text": "text.npz"}
+SHIPPED = {
+    "roles-plain": "roles-plain.npz",
+    "roles-headdropout": "roles-headdropout.npz",
+    "text": "text.npz",
+    "roles-6heads": "roles-6heads.npz",  # 6 heads from scratch (notebook 07)
+}
 
 
 class CheckpointError(ValueError):

@@ -1,0 +1,152 @@
+"""What "expected" means when k of h heads are removed at random, and how the measured losses compare.
+
+Two expectations for the loss change ``Δ(S) = L(heads S removed) - L(all heads)`` of a random
+k-subset S (each of the ``C(h, k)`` subsets equally likely):
+
+* **additive**: if single-head costs ``c_j = Δ({j})`` simply added up, ``Δ(S) = Σ_{j∈S} c_j``.
+  Every head lies in a fraction k/h of the subsets, so ``E[Δ] = (k/h) Σ_j c_j`` *however unequal
+  the c_j are*: inequality widens the spread of ``Σ_{j∈S} c_j`` (and pulls its median below its
+  mean when a few costs are large), never its mean.
+* **naive** ("half the heads, half the ability"): the loss moves the fraction k/h of the way from
+  all heads to no heads, ``E[Δ] = (k/h) (L(no heads) - L(all heads))``; accuracy likewise.
+
+The sign of ``Δ(S) - Σ_{j∈S} c_j`` tells how heads interact. Positive (superadditive): a head costs
+more when others are gone, so the others covered for it while present (they substitute for each
+other). Negative (subadditive): the heads' costs overlap, as when several heads are each needed
+for the same job.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_EXACT_SUBSETS = 200_000  # above this many k-subsets the sum distribution is sampled, not enumerated
+
+
+def additive_expectation(single_costs, k):
+    """``(k/h) Σ_j c_j``: the mean loss change over random k-subsets if single costs added up.
+
+    Args:
+        single_costs: ``(h,)`` or ``(L, h)`` single-ablation loss changes in nats (NaN not allowed).
+        k: heads removed, ``0 <= k <= h``.
+
+    Raises:
+        ValueError: ``k`` outside ``0..h`` or non-finite costs.
+    """
+    c = _costs(single_costs, k)
+    return float(k / c.size * c.sum())
+
+
+def naive_expectation(base, none, k, h):
+    """``base + (k/h) (none - base)``: "half the heads, half the ability" for a loss or an accuracy."""
+    if not 0 <= k <= h:
+        raise ValueError(f"k={k} must be between 0 and h={h}")
+    return float(base + k / h * (none - base))
+
+
+def subset_sums(single_costs, k, rng=None, n_samples=100_000):
+    """``Σ_{j∈S} c_j`` for every k-subset S (exact), or for ``n_samples`` random ones when there are
+    more than :data:`MAX_EXACT_SUBSETS` subsets (``rng`` then required).
+
+    Returns:
+        ``(C(h, k),)`` or ``(n_samples,)`` float64 array; its mean is :func:`additive_expectation`
+        exactly when enumerated (each head is in a fraction k/h of the subsets).
+    """
+    c = _costs(single_costs, k)
+    if math.comb(c.size, k) <= MAX_EXACT_SUBSETS:
+        idx = np.array(list(itertools.combinations(range(c.size), k)), dtype=int).reshape(-1, k)  # (C(h,k), k)
+        return c[idx].sum(axis=1)
+    if rng is None:
+        raise ValueError(f"C({c.size}, {k}) > {MAX_EXACT_SUBSETS} subsets: pass rng to sample them")
+    idx = np.argsort(rng.random((n_samples, c.size)), axis=1)[:, :k]  # (n_samples, k) uniform k-subsets
+    return c[idx].sum(axis=1)
+
+
+def p_miss_costliest(h, k, c):
+    """``C(h - c, k) / C(h, k)``: the chance that a random k-subset misses all of the c costliest heads."""
+    if not (0 <= k <= h and 0 <= c <= h):
+        raise ValueError(f"need 0 <= k={k} <= h={h} and 0 <= c={c} <= h")
+    return math.comb(h - c, k) / math.comb(h, k)
+
+
+def interactions(subsets, joint_dloss, single_costs):
+    """``Δ(S) - Σ_{j∈S} c_j`` for each measured subset: ``(n,)`` nats (> 0 superadditive)."""
+    c = np.ravel(np.asarray(single_costs, dtype=float))
+    return np.asarray(joint_dloss, dtype=float) - np.array([c[list(s)].sum() for s in subsets])
+
+
+def _costs(single_costs, k):
+    c = np.ravel(np.asarray(single_costs, dtype=float))
+    if not np.all(np.isfinite(c)):
+        raise ValueError("single_costs must be finite (a NaN marks a head already pruned)")
+    if not 0 <= k <= c.size:
+        raise ValueError(f"k={k} must be between 0 and h={c.size}")
+    return c
+
+
+def _no_heads(curve):
+    """Loss and accuracy with every head removed: the pruning curve's last point (fraction 1.0)."""
+    if curve["fraction_removed"][-1] != 1.0:
+        raise ValueError(f"the pruning curve must end at fraction 1.0, got {curve['fraction_removed'][-1]}")
+    return {"loss": curve["importance_loss"][-1], "acc": curve["importance_acc"][-1]}
+
+
+@dataclass
+class Expectation:
+    """Observed random-removal outcomes against both expectations (nats; accuracy as a fraction)."""
+
+    n_heads: int
+    n_remove: int
+    sum_single_dloss: float  # Σ_j c_j
+    additive_expected_dloss: float  # (k/h) Σ_j c_j
+    additive_median_dloss: float  # median of Σ_{j∈S} c_j over all k-subsets
+    additive_std_dloss: float  # its spread; 0 if all c_j were equal
+    additive_p90_dloss: float
+    no_heads_dloss: float  # L(no heads) - L(all heads)
+    no_heads_acc: float
+    naive_expected_dloss: float  # (k/h) (L(no heads) - L(all heads))
+    naive_expected_acc: float
+    baseline_acc: float
+    observed_dloss_mean: float
+    observed_dloss_median: float
+    observed_dloss_p90: float
+    observed_dloss_worst: float
+    observed_acc_median: float  # accuracy left after a median random removal
+    most_important_removed_dloss: float  # the k heads of highest Michel importance removed together
+    observed_mean_over_additive: float
+    observed_median_over_naive: float
+    interaction_median: float  # median over subsets of Δ(S) - Σ_{j∈S} c_j
+    fraction_superadditive: float  # subsets with Δ(S) > Σ_{j∈S} c_j
+    top2_share: float  # share of Σ c_j carried by the two costliest heads
+    p_random_misses_top2: float  # C(h-2, k) / C(h, k)
+
+
+def expectation(details):
+    """:class:`Expectation` from :func:`~mhattn.heads.prune.run_prune`'s measurements (``details``)."""
+    c = np.ravel(np.asarray(details["ablation_zero_dloss"], dtype=float))
+    k, h = details["settings"]["n_remove"], c.size
+    base, none = details["baseline"], _no_heads(details["curve"])
+    rnd, acc = np.asarray(details["random"]["dloss"]), np.asarray(details["random"]["dacc"])
+    sums, inter = subset_sums(c, k, np.random.default_rng(0)), interactions(details["random"]["subsets"], rnd, c)
+    pos = np.sort(np.clip(c, 0.0, None))[::-1]
+    add, naive = additive_expectation(c, k), naive_expectation(0.0, none["loss"] - base["loss"], k, h)
+    return Expectation(
+        n_heads=h, n_remove=k, sum_single_dloss=float(c.sum()), additive_expected_dloss=add,
+        additive_median_dloss=float(np.median(sums)), additive_std_dloss=float(sums.std()),
+        additive_p90_dloss=float(np.percentile(sums, 90)),
+        no_heads_dloss=none["loss"] - base["loss"], no_heads_acc=none["acc"], naive_expected_dloss=naive,
+        naive_expected_acc=naive_expectation(base["acc"], none["acc"], k, h), baseline_acc=base["acc"],
+        observed_dloss_mean=float(rnd.mean()), observed_dloss_median=float(np.median(rnd)),
+        observed_dloss_p90=float(np.percentile(rnd, 90)), observed_dloss_worst=float(rnd.max()),
+        observed_acc_median=float(base["acc"] + np.median(acc)),
+        most_important_removed_dloss=details["most_important"]["loss"] - base["loss"],
+        observed_mean_over_additive=float(rnd.mean() / add) if add > 0 else math.inf,
+        observed_median_over_naive=float(np.median(rnd) / naive) if naive > 0 else math.inf,
+        interaction_median=float(np.median(inter)), fraction_superadditive=float((inter > 0).mean()),
+        top2_share=float(pos[:2].sum() / pos.sum()) if pos.sum() > 0 else 0.0,
+        p_random_misses_top2=p_miss_costliest(h, k, min(2, h)),
+    )  # fmt: skip
