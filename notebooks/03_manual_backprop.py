@@ -93,10 +93,11 @@ report("combine heads (step 5)", check_backward(F.combine_heads_forward, F.combi
 # %% [markdown]
 # ## Step 3: scaled dot-product attention, five sub-steps
 #
-# Inside step 3, `scaled_dot_product_attention_forward` numbers its own sub-steps 1 to 5 in its comments, and the backward's comments ("step 5 was: ...") walk them in reverse. The table uses the same numbers, as 3.1 to 3.5:
+# Inside step 3, `scaled_dot_product_attention_forward` numbers its own sub-steps 0 to 5 in its comments, and the backward's comments ("step 5 was: ...") walk them in reverse. The table uses the same numbers, as 3.0 to 3.5:
 #
 # | forward (code comment "# n.") | backward (code comment "step n was") |
 # |---|---|
+# | 3.0 zero the keys that every query is masked from (so NaN or inf there cannot leak) | nothing to undo: their weights are 0, so `dk` and `dv` are 0 there |
 # | 3.1 `scores = q @ k^T` | `dq = dscores @ k`, `dk = dscores^T @ q` |
 # | 3.2 `scores *= 1/sqrt(d_k)` | `dscores *= 1/sqrt(d_k)` |
 # | 3.3 mask, then `weights = softmax(scores)` | `dscores = p * (dweights - sum(dweights * p))` |
@@ -118,7 +119,7 @@ attention = lambda q, k, v: F.scaled_dot_product_attention_forward(q, k, v, F.ca
 report("attention, causal (step 3)", check_backward(attention, F.scaled_dot_product_attention_backward, [q, k, v]), "qkv")
 
 # %% [markdown]
-# The attention backward: read its comments bottom-up against the table, from "step 5 was" to "step 1 was".
+# The attention backward: read its comments bottom-up against the table, from "step 5 was" to "step 0 was".
 
 # %%
 print(inspect.getsource(F.scaled_dot_product_attention_backward))
