@@ -174,14 +174,7 @@ class Adam(_Optimizer):
         self.v = {n: get_array_module(p).zeros_like(p) for n, p in params.items()}
 
     def step(self, grads):
-        """One update (Algorithm 1) from ``grads`` (some or all of the parameters' names).
-
-        Returns:
-            The gradient norm before clipping.
-
-        Raises:
-            KeyError: a name the optimiser does not hold. ValueError/TypeError: a gradient's shape/dtype differs.
-        """
+        """One update (Kingma & Ba 2015, Algorithm 1); ``grads``, the returned norm and the errors as :meth:`SGD.step`."""
         grads, norm = self._checked(grads)
         self.t += 1
         b1, b2 = self.betas
