@@ -154,7 +154,7 @@ print(f"sharp heads: {sharp}, spread heads: {spread}, accuracy {result['accuracy
 assert (sharp, spread) == (3, 1) and result["accuracy"] > 0.99
 
 # %% [markdown]
-# In this run three heads are sharp and one spreads its weight over two neighbouring offsets (asserted above), and the model still answers every question. One offset per head is *a* solution, not the one training must find: heads need not take tidy, nameable roles (Voita et al. 2019, §4, could name a role, positional, syntactic or rare-word, only for some of their heads).
+# In this run three heads are sharp and one spreads its weight over two neighbouring offsets (asserted above), and the model still answers every question. One offset per head is *a* solution, not the one training must find: heads need not take tidy, nameable roles (Voita et al. 2019, §5, could name a role, positional, syntactic or rare-word, only for some of their heads).
 #
 # **To try:** set `cfg = sweep.SweepConfig(offsets=(1, 2))` (two offsets instead of four) and rerun the sweep cell; where does the curve peak now?
 #

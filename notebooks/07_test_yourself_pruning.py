@@ -248,7 +248,7 @@ assert cmp.scratch_min_acc >= 0.99 and cmp.scratch_first_step_at_99 <= cmp.full_
 # reached 99% on every job no later than twelve heads did (the training probe is evaluated every 250 steps, so
 # this is a coarse clock): they needed no extra heads to learn it. On this task, then, the claim is not supported: training did not need the
 # six extra heads. (One seed and one small task; Michel et al.'s evidence concerns translation models, where it is
-# the *importance* of heads early in training that they followed.)
+# the *importance* of heads early in training that they followed, §6.)
 #
 # ## Reason 3: some heads add noise
 
