@@ -29,7 +29,7 @@
 #
 # ```bash
 # python -m pip install -e ".[course]"      # NumPy, matplotlib, JupyterLab
-# python -m pip install -e ".[gpu]"         # adds CuPy for CUDA 12 (for CUDA 13: pip install cupy-cuda13x)
+# python -m pip install -e ".[gpu]"         # adds CuPy for CUDA 12 (for CUDA 13: ".[gpu-cuda13]")
 # python -m pip install -e ".[dev]"         # everything the tests need, plus ruff
 # ```
 #

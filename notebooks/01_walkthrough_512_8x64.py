@@ -69,7 +69,7 @@ assert wt.max_diff_vs_module < 1e-4  # float32 rounding only
 # %% [markdown]
 # ## What each head looks at
 #
-# One heatmap per head: row t shows how query token t spreads its attention over the 12 keys. The weights are untrained, so the patterns are random, but they already differ from head to head because each head has its own slice of `W_q` and `W_k`. Notebook 04 shows heads after training.
+# One heatmap per head: row t shows how query token t spreads its attention over the 12 keys. The weights are untrained, so the patterns are random, but they already differ from head to head because each head has its own slice of `W_q` and `W_k`. Notebooks 05 and 06 show heads after training.
 
 # %%
 show(attention_heatmaps(wt.weights[0], wt.tokens, title="MultiHeadAttention(512, 8): weights per head (untrained)"))

@@ -61,7 +61,7 @@ print(f"standard deviation of unscaled scores at d_k = 512: {np.sqrt(512):.1f}")
 print(f"exp(20) = {np.exp(20):.2e}: the weight ratio of two keys whose scores differ by 20")
 
 # %% [markdown]
-# So nearly all the weight goes to one key. Such a row is almost one-hot, and the softmax Jacobian $J = \mathrm{diag}(p) - pp^\top$ is then almost zero. Below: one query over 16 random keys, averaged over 2000 draws; the columns are the mean largest weight and the mean Frobenius norm $\|J\|$.
+# So nearly all the weight goes to one key. Such a row is almost one-hot, and the softmax Jacobian $J = \mathrm{diag}(p) - pp^\top$ is then almost zero. Below: one query over 16 random keys, averaged over 2000 draws; the columns are the mean largest weight and the mean Frobenius norm $\|J\|$ (the square root of the sum of its squared entries).
 
 # %%
 d_ks = [4, 16, 64, 256, 1024]

@@ -91,7 +91,7 @@ heads = rng.standard_normal((B, h, T, d_k))
 report("combine heads (step 5)", check_backward(F.combine_heads_forward, F.combine_heads_backward, [heads]), ["heads"])
 
 # %% [markdown]
-# ## Step 3: scaled dot-product attention, five sub-steps
+# ## Step 3: scaled dot-product attention, sub-steps 0 to 5
 #
 # Inside step 3, `scaled_dot_product_attention_forward` numbers its own sub-steps 0 to 5 in its comments, and the backward's comments ("step 5 was: ...") walk them in reverse. The table uses the same numbers, as 3.0 to 3.5:
 #
@@ -174,7 +174,7 @@ assert np.allclose(kept + dropped, F.softmax_backward(dp, sm_cache))
 assert np.linalg.norm(dropped) > 0.3 * np.linalg.norm(kept)  # not a small correction
 
 # %% [markdown]
-# The dropped term is of the same order as the kept one (the ratio is printed and asserted above), so the check fails by far more than rounding. In a training run this bug would not crash; the model would just learn worse, which is why every backward in mhattn has a gradient check in the tests.
+# The dropped term is of the same order as the kept one (both norms are printed above, and the cell asserts that the dropped one is more than 0.3 times the kept one), so the check fails by far more than rounding. In a training run this bug would not crash; the model would just learn worse, which is why every backward in mhattn has a gradient check in the tests.
 #
 # ## Exercises
 #

@@ -42,7 +42,7 @@
 # | `next` | the token at *t + 1* (a boundary class at the end) | attends one step ahead |
 # | `rare` | the rarest token of the sequence | attends to that token |
 #
-# These are the kinds of heads Voita et al. (2019) found in translation models: positional heads and heads that
+# These are the kinds of heads Voita et al. (2019, §5) found in translation models: positional heads and heads that
 # track rare words. Here we planted them, so we can check whether training finds them.
 
 # %%
@@ -106,8 +106,8 @@ for name, (model, _task, _) in models.items():
 # %% [markdown]
 # ## Naming the heads
 #
-# For every head: the relative offset at which its largest weight most often falls and how often (Voita calls a
-# head positional when that happens for at least 90% of positions), how often its largest weight lands on the
+# For every head: the relative offset at which its largest weight most often falls and how often (Voita et al. 2019,
+# §5.1, call a head positional when that happens for at least 90% of positions), how often its largest weight lands on the
 # sequence's rarest token, and its confidence (the mean of its largest weight). The sample is the one `mhattn prune`
 # and notebook 07 use: the first 256 of the 512 evaluation sequences (`task.eval_set(512)`), so the counts of
 # rare-token heads agree between the notebooks. With a different set, heads whose rare-token hit rate sits near the

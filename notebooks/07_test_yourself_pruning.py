@@ -152,7 +152,8 @@ assert e.most_important_removed_dloss > 10 * e.observed_dloss_median
 
 # %% [markdown]
 # The head-dropout model's median is small, but its tail is not: one random six in ten costs at least its 90th
-# percentile, and removing the six most important heads costs about as much. "The survivors do the removed heads'
+# percentile, more than ten times the median, and removing the six most important heads also costs more than ten
+# times the median (both asserted above; the printed values show how close the two are). "The survivors do the removed heads'
 # work" is true of a typical six, not of every six.
 #
 # ## Reason 2: compensation without retraining
@@ -178,7 +179,8 @@ assert plain.expectation.observed_median_over_naive > 0.3 > 0.1 > hd.expectation
 assert min(plain.expectation.fraction_superadditive, hd.expectation.fraction_superadditive) > 0.9
 
 # %% [markdown]
-# In the head-dropout model some pairs of heads produce nearly the same output, each job has several heads, and a
+# In the head-dropout model some pairs of heads produce clearly similar outputs (largest cosine similarity at least
+# 0.5, asserted above), each job has several heads (notebook 06), and a
 # typical random six costs a small fraction of the naive reading: the survivors do the work *without* retraining.
 # That is reason 2, and it holds there. In the plain model no two heads' outputs are alike and a random six costs a
 # large part of the naive reading: reason 2 fails. In both, almost every random six costs more together than its
@@ -246,7 +248,7 @@ assert cmp.scratch_min_acc >= 0.99 and cmp.scratch_first_step_at_99 <= cmp.full_
 # reached 99% on every job no later than twelve heads did (the training probe is evaluated every 250 steps, so
 # this is a coarse clock): they needed no extra heads to learn it. On this task, then, the claim is not supported: training did not need the
 # six extra heads. (One seed and one small task; Michel et al.'s evidence concerns translation models, where it is
-# the *importance* of heads early in training that they followed.)
+# the *importance* of heads early in training that they followed, §6.)
 #
 # ## Reason 3: some heads add noise
 
@@ -278,7 +280,7 @@ assert not (v_plain.reason1_unequal_explains or v_hd.reason1_unequal_explains)
 # | | heads | task, data | finding |
 # |---|---|---|---|
 # | Voita et al. 2019 (abstract; §6) | Transformer-base encoder, 6 layers × 8 heads = 48 | WMT English–Russian translation | hard-concrete gates with an L0 penalty prune 38 of 48 encoder heads for a drop of 0.15 BLEU |
-# | Michel et al. 2019 (abstract; §3) | Transformer-large (WMT 2014 English–French) and BERT | translation; natural-language inference | many heads can be removed at test time without a significant loss, some layers down to one head; importance from head-mask gradients |
+# | Michel et al. 2019 (abstract; §3; importance: §4.1) | Transformer-large (WMT 2014 English–French) and BERT | translation; natural-language inference | many heads can be removed at test time without a significant loss, some layers down to one head; importance from head-mask gradients |
 # | this notebook | 1 layer × 12 heads, d_model 96 | planted roles: previous token, next token, rarest token | the printed numbers above |
 #
 # What the two papers report is a *trained* pruning (Voita) or a *chosen* removal by importance (Michel), in large

@@ -158,7 +158,7 @@ print("multiply-adds of one forward, d_model = 512, T = 64, B = 4:", [f"{c / 1e6
 assert len(set(counts)) == 1
 
 # %% [markdown]
-# What does depend on $h$: the weights `(B, h, T, T)` and the softmax's elementwise work grow $\times h$, and the per-head matrix products get smaller. Where the projections dominate (here $T = 64 \ll 2 d_{model}$), measured time should stay close to flat. Each row below is the best of 5 forward + backward runs, in CPU seconds with BLAS on one thread:
+# What does depend on $h$: the weights `(B, h, T, T)` and the softmax's elementwise work grow $\times h$, and the per-head matrix products get smaller. Here $T = 64 \ll 2 d_{model} = 1024$, so almost all the multiply-adds are in the projections, which do not change with $h$, and measured time should stay close to flat (checked below: the slowest $h$ takes less than twice the time of the fastest). Each row below is the best of 5 forward + backward runs, in CPU seconds with BLAS on one thread:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -192,7 +192,8 @@ if gpu_record.is_file():
         )
 else:
     print("no GPU record shipped yet: run benchmarks/gpu_check.sh on a machine with a CUDA GPU")
-#
+
+# %% [markdown]
 # ## Timing it yourself
 #
 # Two rules make timings honest. **Warm up**: the first call pays for memory allocation (and on CuPy for compiling kernels). **Synchronise**: CuPy launches kernels asynchronously, so the clock must be read only after `cupy.cuda.Device().synchronize()`; `mhattn.course.lessons.time_attention` does both. Timings change from run to run, so the test run ignores the output of the next cells.

@@ -102,7 +102,7 @@ assert (
 )
 
 # %% [markdown]
-# The computed fraction tends to one half as the number of tiles grows: a causal tiled pass computes about half the score tiles of full attention, so it costs about half the time.
+# The computed fraction tends to one half as the number of tiles grows: a causal tiled pass computes about half the score tiles of full attention, so it does about half of full attention's score arithmetic (the other costs of a layer, such as the projections, do not shrink).
 
 # %%
 for n_tiles in (4, 16, 64):
@@ -152,7 +152,7 @@ print(f"tiled / plain multiply-adds: {extra:.3f}")
 assert np.isclose(extra, 7 / 6)
 
 # %% [markdown]
-# One more product in seven: the price of never writing a `(T, S)` array to memory. Writing and re-reading those arrays (the scores, the weights, their gradients) is what the plain path spends its time on at large $T$, so on memory-bound hardware the recomputation is usually a net gain (Dao et al. 2022, §3.2).
+# One more product in seven: the price of never writing a `(T, S)` array to memory. Writing and re-reading those arrays (the scores, the weights, their gradients) is what the plain path spends its time on at large $T$, so on memory-bound hardware the recomputation is usually a net gain (Dao et al. 2022, the first FlashAttention paper: §3.1, "Recomputation", measured in its Fig. 2: more FLOPs, less memory traffic, less time).
 #
 # The same gradients as the plain path:
 
