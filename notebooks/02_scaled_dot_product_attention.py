@@ -119,6 +119,8 @@ axes[1].set(xscale="log", yscale="log", xlabel="d_k", ylabel="||dL/dq|| per quer
 axes[0].legend(fontsize=8)
 axes[1].legend(fontsize=7)
 show(fig)
+medians = [np.median(norms[d, True]) for d in d_ks]  # scaled: the median gradient reaching q, per d_k
+assert medians == sorted(medians)
 
 # %% [markdown]
 # With the scaling, the weights stay equally peaked as $d_k$ grows, and the gradient reaching $q$ grows smoothly with the key length. Without it, wide heads start training with one-hot attention: a typical query learns nothing, and a rare one gets a kick.

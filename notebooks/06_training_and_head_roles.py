@@ -23,7 +23,7 @@
 # - compare a random removal of half the heads with two expectations (additive, naive), ready for notebook 07.
 #
 # Terms used below: the loss is in **nats**, cross-entropy with the natural logarithm, averaged over the three jobs
-# (0 = perfect; ln 66 ≈ 4.19 = a uniform guess over a job's 66 classes). To **ablate** a head is to remove it at test
+# (0 = perfect; a uniform guess over a job's classes costs the log of their number, printed below). To **ablate** a head is to remove it at test
 # time by setting its gate ξ = 0 in `head_mask`, so its output is zero.
 #
 # Nothing is trained here for long: both models ship inside `mhattn` (`mhattn/data/`). `mhattn train --task roles`
@@ -73,6 +73,9 @@ for name in ["roles-plain", "roles-headdropout"]:
         f"{name:18s} {t['steps']} steps of batch {t['batch_size']}, head dropout p = {t['head_dropout']}, "
         f"{model.num_parameters():,} parameters"
     )
+sizes = models["roles-plain"][1].output_sizes
+print(f"classes per job: {sizes}; a uniform guess costs ln {sizes[0]} = {np.log(sizes[0]):.2f} nats")
+assert sizes == (66, 66, 66)
 
 # %% [markdown]
 # ## How well were they trained?

@@ -107,7 +107,7 @@ for key in ("forward_s", "backward_s"):
     assert per_doubling > 3  # closer to T^2 (x4) than to linear (x2), over the whole record
 
 # %% [markdown]
-# **Why multiply-adds mislead here.** The quadratic part is not only the two matrix products: the softmax makes several elementwise passes over the `(B, h, T, T)` scores (maximum, subtract, `exp`, sum, divide; the backward more), and each pass costs far more per entry than a multiply-add inside a matrix product, which runs near the machine's peak. The $h$ per-head products are also small matrices, which run below peak. So the $T^2$ part costs more than its multiply-adds say, and starts to dominate the time much earlier than $T = 2d$. Measured: the share of one forward spent in the attention step (scores, softmax, weighted sum) against the projections, at a small and a larger $T$.
+# **Why multiply-adds mislead here.** The quadratic part is not only the two matrix products: the softmax makes several elementwise passes over the `(B, h, T, T)` scores (maximum, subtract, `exp`, sum, divide; the backward more), and each pass costs far more per entry than a multiply-add inside a matrix product, which runs near the machine's peak. The $h$ per-head products are also small matrices, which run below peak. So the $T^2$ part costs more than its multiply-adds say, and takes a larger share of the time than its share of multiply-adds, already at small $T$ (both asserted below). Measured: the share of one forward spent in the attention step (scores, softmax, weighted sum) against the projections, at a small and a larger $T$.
 
 # %%
 # NBVAL_IGNORE_OUTPUT

@@ -47,7 +47,7 @@ np.set_printoptions(precision=4, suppress=True)
 # %%
 for T in (1024, 4096, 8192, 32768):
     print(f"T={T:6d}   weights of one layer: {weights_bytes(1, 8, T, T, 'float32') / 2**20:10,.0f} MiB")
-assert weights_bytes(1, 8, 8192, 8192, "float32") == 2 * 2**30  # the 2 GiB the issue starts from
+assert weights_bytes(1, 8, 8192, 8192, "float32") == 2 * 2**30  # 2 GiB at T = 8192
 
 # %% [markdown]
 # Everything else in a layer ($Q, K, V$, the output, their gradients) is `(B, T, d_model)`: linear in $T$. Only the weights are quadratic. A tiled pass never holds them: it holds one tile of scores at a time.
@@ -84,8 +84,17 @@ print("online:", a / ell, "  whole row:", p @ v)
 assert np.allclose(a / ell, p @ v, rtol=1e-13) and np.isclose(m + np.log(ell), np.log(np.exp(s).sum()))
 
 # %% [markdown]
-# A row whose keys are all masked has $m = -\infty$ and $\ell = 0$ to the end: the library uses 0 in place of a maximum that is still $-\infty$ (so $e^{-\infty - 0} = 0$, with no `inf - inf`), returns output 0 and $L = -\infty$, as the plain path does.
-#
+# A row whose keys are all masked has $m = -\infty$ and $\ell = 0$ to the end: the library uses 0 in place of a maximum that is still $-\infty$ (so $e^{-\infty - 0} = 0$, with no `inf - inf`), returns output 0 and $L = -\infty$, as the plain path does:
+
+# %%
+masked = np.zeros((1, 1, 4, 6), dtype=bool)
+masked[..., 2, :] = True  # query 2 may see no key
+q1, k1, v1 = (np.random.default_rng(1).standard_normal((1, 1, n, 3)) for n in (4, 6, 6))
+o1, lse1, _ = tiled_attention_forward(q1, k1, v1, masked, block_k=2)
+print("row with no allowed key: output", o1[0, 0, 2], "  L =", lse1[0, 0, 2])
+assert np.all(o1[0, 0, 2] == 0) and np.isneginf(lse1[0, 0, 2]) and np.isfinite(o1).all()
+
+# %% [markdown]
 # ## 3. The tiles
 #
 # Queries go in blocks of `block_q`, keys in tiles of `block_k`. With a causal mask (query $t$ sees keys $s \le t$), a tile whose first key comes after its block's last query is masked everywhere and is **skipped**; tiles crossing the diagonal are computed and masked inside.

@@ -79,7 +79,7 @@ def conclusion(e: Expectation, v: Verdicts, one: UnequalContribution, two: Compe
         f"{e.additive_std_dloss:.3f}) but leaves their mean at {e.additive_expected_dloss:+.3f} (median "
         f"{e.additive_median_dloss:+.3f}), so it "
         f"{_holds(v.reason1_unequal_explains)} as the explanation here"
-        + ("." if v.reason1_unequal_explains else " (the mean is not about additive)."),
+        + ("." if v.reason1_unequal_explains else " (the observed mean is not close to the additive expectation)."),
         f"Reason 2 (survivors compensate without retraining): largest output similarity between two heads "
         f"{two.max_output_similarity:.2f}; {_holds(v.reason2_compensation_holds)}.",
         f"Reason 3 (noisy heads): {three.n_random_subsets_improved} of {three.n_random} random removals lowered "
