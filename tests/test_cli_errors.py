@@ -64,7 +64,19 @@ BAD = [
     (["train", "--out", "a_file/model.npz"], "--out", "is a file"),
     (["walkthrough", "--out", "a_file"], "--out", "existing file"),
     (["walkthrough", "--out", "a_file/pictures"], "--out", "is a file"),
+    (["train", "--out", "a_file"], "--out", "does not end in .npz"),
+    (["train", "--out", "bad.npz"], "--out", "not a checkpoint"),
+    (["course", "init", "a_file"], "DIR", "existing file"),
+    (["grade", "--seed", "-5"], "--seed", ">= 0"),
+    (["grade", "--memory", "1"], "--memory", "at least 256"),
+    (["grade", "--timeout", "0"], "--timeout", "> 0"),
 ]
+
+
+def test_course_init_into_an_unwritable_place_is_one_line(tmp_path, capsys):
+    assert cli.main(["course", "init", "/proc/no/such/place"]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "cannot write into /proc/no/such/place" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(("argv", "option", "fragment"), BAD, ids=[" ".join(a) for a, _, _ in BAD])
@@ -78,7 +90,8 @@ def test_bad_option_fails_at_once_with_one_line(workdir, capsys, argv, option, f
     assert exc.value.code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith(f"mhattn {argv[0]}: error: argument {option}") and fragment in lines[0], lines[0]
+    command = " ".join(argv[:2]) if argv[0] == "course" else argv[0]
+    assert lines[0].startswith(f"mhattn {command}: error: argument {option}") and fragment in lines[0], lines[0]
     assert "Traceback" not in err + out and out == ""
     assert sorted(p.name for p in workdir.iterdir()) == before  # nothing written, no stray .tmp
     assert seconds < 2.0, f"{seconds:.1f} s: the check must come before any work"

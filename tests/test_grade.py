@@ -292,3 +292,12 @@ def test_a_value_slightly_off_is_not_called_a_layout_fault():
 def test_an_exercise_named_twice_is_graded_once():
     report = grade(ROOT / "solutions", only=["ex05", "5", "ex05_combine_heads"], seed=1)
     assert [r["name"] for r in report["exercises"]] == ["ex05_combine_heads"] and report["max_total"] == 5
+
+
+@pytest.mark.skipif(sandbox.tmp_args() is None, reason="no working bubblewrap here")
+def test_the_private_tmp_is_mounted_before_the_binds_so_a_venv_under_tmp_stays_visible():
+    """bwrap mounts in order: a --tmpfs /tmp after the binds would hide a venv or clone living under /tmp."""
+    args = list(sandbox.base_args())
+    tmp_at = max(i for i, a in enumerate(args) if a == "/tmp" and args[i - 1] == "--tmpfs")
+    first_bind = args.index("--ro-bind")
+    assert tmp_at < first_bind

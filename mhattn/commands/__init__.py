@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import zipfile
 from pathlib import Path
 
 
@@ -95,4 +96,14 @@ def output_file(text: str) -> Path:
     if path.exists() and not os.access(path, os.W_OK):
         raise argparse.ArgumentTypeError(f"no permission to replace {path}")
     _writable_place(path, "file")
+    return path
+
+
+def checkpoint_out(text: str) -> Path:
+    """argparse type: a ``.npz`` checkpoint to write; an existing file is replaced only if it is a zip (a checkpoint)."""
+    path = output_file(text)
+    if path.suffix != ".npz":
+        raise argparse.ArgumentTypeError(f"{path} does not end in .npz; give a checkpoint name such as model.npz")
+    if path.exists() and not zipfile.is_zipfile(path):
+        raise argparse.ArgumentTypeError(f"{path} exists and is not a checkpoint; refusing to overwrite it")
     return path

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
+from mhattn.commands import output_dir
 from mhattn.course.materials import CourseError, install, packaged
 
 FIRST_NOTEBOOK = "notebooks/00_setup_and_backends.ipynb"
@@ -19,7 +19,7 @@ def add_parser(sub, name):
         description="Copies the course into DIR (created if needed). Files already there with the same content are fine; "
         "a file whose content differs (your edits) stops the copy with exit status 2, and nothing is overwritten.",
     )
-    init.add_argument("dir", type=Path, metavar="DIR", help="folder for the course (e.g. my-course)")
+    init.add_argument("dir", type=output_dir, metavar="DIR", help="folder for the course (e.g. my-course)")
 
 
 def _pytest_ini() -> bytes:
@@ -38,6 +38,9 @@ def main(args) -> int:
         written = install(dest, files)
     except CourseError as err:
         print(f"mhattn course init: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # the folder cannot be made or written (e.g. under /proc, a full disk)
+        print(f"mhattn course init: error: cannot write into {dest}: {err.strerror} ({err.filename})", file=sys.stderr)
         return 2
     kept = len(files) - len(written)
     print(f"copied {len(written)} file(s) into {dest}" + (f" ({kept} already there, unchanged)" if kept else ""))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mhattn.commands import UsageError, float_in, int_in, non_negative_int, output_file, positive_float, positive_int
+from mhattn.commands import UsageError, checkpoint_out, float_in, int_in, non_negative_int, positive_float, positive_int
 from mhattn.training.recipes import RECIPES, run_recipe
 
 
@@ -19,7 +19,7 @@ def add_parser(sub, name):
     p.add_argument("--batch-size", type=int_in(1, 65536), default=None, help="sequences per step; default: the recipe's")
     p.add_argument("--lr", type=positive_float, default=None, help="peak learning rate; default: the recipe's")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed for the weights and the batches")
-    p.add_argument("--out", type=output_file, default=None,
+    p.add_argument("--out", type=checkpoint_out, default=None,
                    help="checkpoint file to write; default: <recipe>.npz in the current folder")  # fmt: skip
     p.add_argument("--no-progress", action="store_true", help="no tqdm bar")
 

@@ -24,8 +24,11 @@ Trust model: this process never imports your files. Each runs in a worker proces
 only plain data (arrays, numbers); the comparison and the points happen here."""
 
 
-def positive(kind):
-    """An argparse type: ``kind(text)`` > 0, else an error naming the option (exit 2)."""
+MIN_MEMORY_MB = 256  # below this Python and NumPy cannot start: every exercise would fail
+
+
+def positive(kind, minimum=None):
+    """An argparse type: ``kind(text)`` > 0 (or >= ``minimum``), else an error naming the option (exit 2)."""
 
     def parse(text):
         try:
@@ -34,10 +37,23 @@ def positive(kind):
             raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
         if not (value > 0 and math.isfinite(value)):
             raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {text}")
         return value
 
     parse.__name__ = kind.__name__
     return parse
+
+
+def non_negative_int(text):
+    """An argparse type for seeds: an integer >= 0 (NumPy's generators refuse negative seeds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,12 +68,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--memory",
-        type=positive(int),
+        type=positive(int, minimum=MIN_MEMORY_MB),
         default=DEFAULT_MEMORY_MB,
         metavar="MIB",
-        help="address space per exercise in MiB (default: %(default)s)",
+        help=f"address space per exercise in MiB, at least {MIN_MEMORY_MB} (Python and NumPy need about that much to start) "
+        "(default: %(default)s)",
     )
-    p.add_argument("--seed", type=int, default=None, help="seed for the hidden tests (default: a fresh one each run)")
+    p.add_argument(
+        "--seed", type=non_negative_int, default=None, help="seed for the hidden tests (default: a fresh one each run)"
+    )
     p.add_argument("--jobs", type=positive(int), default=2, help="exercises graded at once (default: %(default)s)")
     p.add_argument("--no-sandbox", action="store_true", help="do not use bubblewrap even where it works")  # fmt: skip
 

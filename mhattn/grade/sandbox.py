@@ -92,10 +92,11 @@ def _hidden_dirs() -> list[Path]:
 def base_args() -> tuple[str, ...]:
     """bwrap's arguments up to the hidden modules: namespaces, mounts, hidden folders."""
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    args += ["--proc", "/proc", "--dev", "/dev", *_binds()]
+    # the private /tmp first: binds of a venv or clone that lives under /tmp then land on top of it
+    args += ["--proc", "/proc", "--dev", "/dev", *(tmp_args() or ()), *_binds()]
     for h in _hidden_dirs():
         args += ["--tmpfs", str(h), "--remount-ro", str(h)]
-    return (*args, *(tmp_args() or ()), "--chdir", "/tmp")
+    return (*args, "--chdir", "/tmp")
 
 
 def module_file(modname: str) -> Path:
@@ -135,7 +136,7 @@ def submission_path(submission: Path) -> str:
 
 def _probe(extra: list[str]) -> bool:
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--proc", "/proc",
-            "--dev", "/dev", *_binds(), *extra, sys.executable, "-s", "-c", "import numpy"]  # fmt: skip
+            "--dev", "/dev", *extra, *_binds(), sys.executable, "-s", "-c", "import numpy"]  # fmt: skip
     try:
         res = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
