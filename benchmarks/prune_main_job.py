@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -36,18 +37,23 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}, load average {load:.1f}"
 
 
-def time_prune(pythonpath: Path, cores: int | None, out: Path) -> float:
-    """Seconds of one ``mhattn prune --out OUT`` in a new process importing mhattn from ``pythonpath``."""
+def time_prune(pythonpath: Path, cores: int | None, out: Path) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system, all its processes) of one ``mhattn prune --out OUT``
+    in a new process importing mhattn from ``pythonpath``. On a busy machine the CPU seconds vary less."""
     env = dict(os.environ, PYTHONPATH=str(pythonpath))
     code = f"import sys; from mhattn.cli import main; sys.exit(main(['prune', '--out', {str(out)!r}]))"
     pin = (lambda: os.sched_setaffinity(0, range(cores))) if cores else None
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], env=env, check=True, stdout=subprocess.DEVNULL, preexec_fn=pin)
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def checkout(ref: str, into: Path) -> Path:
     """The ``mhattn`` package as it was at git ``ref``, unpacked under ``into``."""
+    into.mkdir(parents=True, exist_ok=True)
     archive = into / "ref.tar"
     subprocess.run(["git", "-C", str(ROOT), "archive", "-o", str(archive), ref, "mhattn"], check=True)
     with tarfile.open(archive) as tar:
@@ -66,11 +72,15 @@ def main() -> None:
         versions = {"this tree": ROOT}
         if args.compare:
             versions[args.compare] = checkout(args.compare, Path(tmp) / "ref")
-        medians = {}
-        for name, path in versions.items():
-            times = [time_prune(path, args.cores, Path(tmp) / f"out{i}") for i in range(args.runs)]
-            medians[name] = statistics.median(times)
-            print(f"{name:>12s}: median {medians[name]:6.1f} s  (runs: {', '.join(f'{t:.1f}' for t in times)})", flush=True)
+        runs = {name: [] for name in versions}
+        for i in range(args.runs):  # the versions take turns, so a change in the machine's load hits both alike
+            for j, (name, path) in enumerate(versions.items()):
+                runs[name].append(time_prune(path, args.cores, Path(tmp) / f"out-{j}-{i}"))
+        medians = {name: statistics.median(w for w, _ in rs) for name, rs in runs.items()}
+        for name, rs in runs.items():
+            cpu = statistics.median(c for _, c in rs)
+            print(f"{name:>12s}: median {medians[name]:6.1f} s wall, {cpu:6.1f} CPU s  "
+                  f"(wall runs: {', '.join(f'{w:.1f}' for w, _ in rs)})", flush=True)  # fmt: skip
     if args.compare:
         print(f"ratio this tree / {args.compare}: {medians['this tree'] / medians[args.compare]:.2f}")
 
