@@ -62,3 +62,44 @@ def test_mean_ablation_params_after_the_mask_are_used_and_earlier_ones_refused()
         ev.evaluate(mask, stale)  # layer 0 runs from the cache when only layer 1 is masked
     with pytest.raises(ValueError, match="W_q"):
         ev.evaluate(None, dict(model.params, **{"blocks.1.attn.W_q": model.params["blocks.1.attn.W_q"] * 2}))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("num_layers", [1, 2])
+def test_importance_from_the_cache_is_head_importance_bit_for_bit(num_layers, causal):
+    from mhattn.heads.importance import head_importance
+
+    model, ids, targets = _setup(num_layers, causal)
+    ev = HeadMaskEvaluator(model, ids, targets, batch_size=8)  # 23 sequences: batches of 8, 8, 7
+    for mask in MASKS:
+        m = None if mask is None else np.asarray(mask, dtype=float)[:num_layers]
+        _, want = head_importance(model, ids, targets, head_mask=m, batch_size=4)
+        got = ev.importance_grads(m, batch_size=4)
+        assert got.shape == (num_layers, 4) and np.array_equal(got, want)
+        assert np.any(got != 0)
+        got[...] = -1.0  # the caller's copy: the remembered value is untouched
+        assert np.array_equal(ev.importance_grads(m, batch_size=4), want)
+
+
+def test_importance_batch_size_must_divide_the_evaluators():
+    model, ids, targets = _setup(1)
+    with pytest.raises(ValueError, match="batch_size 3 must divide the evaluator's batch_size 8"):
+        HeadMaskEvaluator(model, ids, targets, batch_size=8).importance_grads(batch_size=3)
+
+
+def test_michel_iterative_removes_the_least_important_head_each_time_and_reuses_scores():
+    from mhattn.heads.importance import head_importance
+    from mhattn.heads.prune import _mask, michel_iterative
+
+    model, ids, targets = _setup(2)
+    removed = []  # the reference: re-score with the full forward and backward after every removal
+    for _ in range(3):
+        imp, _ = head_importance(model, ids, targets, head_mask=_mask(2, 4, removed))
+        flat = imp.ravel().copy()
+        flat[removed] = np.inf
+        removed.append(int(np.argsort(flat, kind="stable")[0]))
+    ev = HeadMaskEvaluator(model, ids, targets)
+    assert michel_iterative(model, (ids, targets), 3, evaluator=ev) == removed
+    assert len(ev._importance) == 3  # one importance per removed set
+    assert michel_iterative(model, (ids, targets), 4, start=removed[:2], evaluator=ev)[:3] == removed
+    assert len(ev._importance) == 4  # the sets seen before were not scored again

@@ -13,7 +13,6 @@ from mhattn.commands import UsageError, float_in, int_in, non_negative_int, outp
 from mhattn.commands.prune_jobs import available_cpus, prune_all
 from mhattn.heads.report import PruneReport
 from mhattn.training.checkpoint import SHIPPED, CheckpointError, load_checkpoint
-from mhattn.training.tasks import task_from_meta
 
 DEFAULTS = {"roles": ["roles-plain", "roles-headdropout"], "text": ["text"]}
 
@@ -123,23 +122,7 @@ def run(names, settings_kw, jobs=1):
     Returns:
         ``{name: ModelReport}`` in ``names`` order.
     """
-    return prune_all(names, settings_kw, jobs)
-
-
-def _attention_png(name, out_dir):
-    """Per-head attention maps of one evaluation sequence, as ``attention_<model>.png``."""
-    from mhattn.heads.roles import attention_maps
-    from mhattn.plots.attention import attention_heatmaps
-
-    model, meta = load_checkpoint(name)
-    task = task_from_meta(meta["task"])
-    seq = task.eval_set(1)[0]
-    stem = Path(str(name)).stem
-    for layer, w in enumerate(attention_maps(model, seq)[:, 0]):  # (h, T, T) per layer
-        fig = attention_heatmaps(
-            w, [str(t) for t in seq[0]] if task.name == "roles" else None, title=f"{stem}, layer {layer}", ncols=6
-        )
-        fig.savefig(out_dir / f"attention_{stem}_layer{layer}.png", dpi=80)
+    return prune_all(names, settings_kw, jobs)[0]
 
 
 def main(args) -> int:
@@ -150,8 +133,9 @@ def main(args) -> int:
           "seed": args.seed}  # fmt: skip
     if args.eval_size:
         kw["eval_size"] = args.eval_size
+    plots = not args.no_plots and importlib.util.find_spec("matplotlib") is not None
     t0 = time.perf_counter()
-    models = run(names, kw, jobs=args.jobs)
+    models, pngs = prune_all(names, kw, jobs=args.jobs, figures=plots)  # the workers draw the attention maps
     args.out.mkdir(parents=True, exist_ok=True)
     report = PruneReport(models, seconds=round(time.perf_counter() - t0, 1))
     (args.out / "report.json").write_text(json.dumps(report.to_json(), indent=1))
@@ -159,13 +143,13 @@ def main(args) -> int:
     print(table(models))
     for name, m in models.items():
         print(f"\n[{name}] {m.summary}\n[{name}] conclusion: {m.conclusion}")
-    if not args.no_plots and importlib.util.find_spec("matplotlib") is None:
+    if not args.no_plots and not plots:
         print("\nmatplotlib is not installed: no plots (pip install 'mhattn[course]'; --no-plots hides this note)")
-    elif not args.no_plots:
+    elif plots:
         from mhattn.plots.pruning import save_all
 
         save_all({n: m.details for n, m in models.items()}, args.out)
-        for name in names:
-            _attention_png(name, args.out)
+        for file_name, data in pngs.items():
+            (args.out / file_name).write_bytes(data)
     print(f"\nreport written to {args.out / 'report.json'} ({report.seconds} s)")
     return 0

@@ -3,11 +3,13 @@
 The models are independent experiments. On a small machine two single-threaded processes
 use both cores for all the work, where one process with a two-thread BLAS leaves the
 second core idle outside the matrix products. The numbers do not depend on the split.
+Each worker also draws its model's attention maps, so the two figures are drawn side by side too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -27,10 +29,29 @@ def available_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def prune_one(name, settings_kw, bar_position=0):
-    """One checkpoint's experiment: ``(stem, ModelReport)``.
+def attention_pngs(name):
+    """Per-head attention maps of one evaluation sequence: ``{file name: PNG bytes}``, one per layer."""
+    from mhattn.heads.roles import attention_maps
+    from mhattn.plots.attention import attention_heatmaps
 
-    ``bar_position``: the terminal line of this process's progress bars.
+    model, meta = load_checkpoint(name)
+    task = task_from_meta(meta["task"])
+    seq = task.eval_set(1)[0]
+    stem = Path(str(name)).stem
+    pngs = {}
+    for layer, w in enumerate(attention_maps(model, seq)[:, 0]):  # (h, T, T) per layer
+        tokens = [str(t) for t in seq[0]] if task.name == "roles" else None
+        buf = io.BytesIO()
+        attention_heatmaps(w, tokens, title=f"{stem}, layer {layer}", ncols=6).savefig(buf, format="png", dpi=80)
+        pngs[f"attention_{stem}_layer{layer}.png"] = buf.getvalue()
+    return pngs
+
+
+def prune_one(name, settings_kw, bar_position=0, figures=False):
+    """One checkpoint's experiment: ``(stem, ModelReport, {file name: PNG bytes})``.
+
+    ``bar_position``: the terminal line of this process's progress bars; ``figures``: also
+    draw the model's attention maps (:func:`attention_pngs`; none otherwise).
     """
     loop.BAR_POSITION = bar_position
     model, meta = load_checkpoint(name)
@@ -38,7 +59,7 @@ def prune_one(name, settings_kw, bar_position=0):
     kw = dict(settings_kw)
     kw.setdefault("eval_size", 512 if task.name == "roles" else 256)
     details = run_prune(model, task, PruneSettings(**kw))
-    return Path(str(name)).stem, model_report(details)
+    return Path(str(name)).stem, model_report(details), attention_pngs(name) if figures else {}
 
 
 @contextlib.contextmanager
@@ -54,12 +75,18 @@ def _blas_threads(n):
                 os.environ.pop(v, None)
 
 
-def prune_all(names, settings_kw, jobs=1):
-    """:func:`prune_one` for every checkpoint, ``jobs`` at once; returns ``{stem: result}`` in ``names`` order."""
+def prune_all(names, settings_kw, jobs=1, figures=False):
+    """:func:`prune_one` for every checkpoint, ``jobs`` at once.
+
+    Returns:
+        ``({stem: ModelReport}, {file name: PNG bytes})``, the reports in ``names`` order.
+    """
     if jobs <= 1 or len(names) <= 1:
-        return dict(prune_one(n, settings_kw) for n in names)
-    jobs = min(jobs, len(names))
-    with _blas_threads(max(1, available_cpus() // jobs)):
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(prune_one, n, settings_kw, i) for i, n in enumerate(names)]
-            return dict(f.result() for f in futures)
+        results = [prune_one(n, settings_kw, 0, figures) for n in names]
+    else:
+        jobs = min(jobs, len(names))
+        with _blas_threads(max(1, available_cpus() // jobs)):
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = [pool.submit(prune_one, n, settings_kw, i, figures) for i, n in enumerate(names)]
+                results = [f.result() for f in futures]
+    return {stem: report for stem, report, _ in results}, {f: png for *_, pngs in results for f, png in pngs.items()}

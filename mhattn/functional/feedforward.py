@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from mhattn.backend import get_array_module
 from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
 
 
 class FeedForwardCache(NamedTuple):
     fc1: LinearCache
-    active: object  # (..., d_ff) bool, where the ReLU let the input through
     fc2: LinearCache
 
 
@@ -26,22 +26,22 @@ def feedforward_forward(x, W1, b1, W2, b2):
     Returns:
         ``(out, cache)``, ``out`` ``(..., d_model)``, a fresh array (not in the cache).
     """
+    xp = get_array_module(x)
     # 1. expand
     hidden, fc1 = linear_forward(x, W1, b1)  # (..., d_ff)
-    # 2. ReLU
-    active = hidden > 0
-    relu = hidden * active  # (..., d_ff)
+    # 2. ReLU, in place on the fresh GEMM result
+    relu = xp.maximum(hidden, 0, out=hidden)  # (..., d_ff)
     # 3. project back
     out, fc2 = linear_forward(relu, W2, b2)  # (..., d_model)
-    return out, FeedForwardCache(fc1, active, fc2)
+    return out, FeedForwardCache(fc1, fc2)
 
 
 def feedforward_backward(dout, cache: FeedForwardCache):
     """Gradients of :func:`feedforward_forward`: ``(dx, dW1, db1, dW2, db2)``."""
     # step 3 was: relu W2 + b2
     drelu, dW2, db2 = linear_backward(dout, cache.fc2)  # (..., d_ff)
-    # step 2 was: ReLU -> pass the gradient where the input was positive
-    dhidden = drelu * cache.active
+    # step 2 was: ReLU -> pass the gradient where the input was positive (where the output is)
+    dhidden = drelu * (cache.fc2.x > 0)  # fc2.x is the ReLU's output
     # step 1 was: x W1 + b1
     dx, dW1, db1 = linear_backward(dhidden, cache.fc1)  # (..., d_model)
     return dx, dW1, db1, dW2, db2

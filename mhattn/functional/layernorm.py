@@ -40,9 +40,11 @@ def layernorm_forward(x, gamma, beta, eps=1e-5):
     xc = x - mu  # (..., d_model)
     # 2. scale to unit variance
     inv_std = 1.0 / (((xc * xc).mean(axis=-1, keepdims=True) + eps) ** 0.5)  # (..., 1)
-    xhat = xc * inv_std  # (..., d_model)
+    xc *= inv_std  # in place on the fresh centred array: xc now holds xhat
+    xhat = xc  # (..., d_model)
     # 3. gain and bias
-    out = xhat * gamma + beta  # (..., d_model)
+    out = xhat * gamma  # (..., d_model)
+    out += beta
     return out, LayerNormCache(xhat, inv_std, gamma)
 
 
@@ -60,7 +62,8 @@ def layernorm_backward(dout, cache: LayerNormCache):
     dxhat = dout * gamma  # (..., d_model)
     # steps 2 and 1 were: centre and scale; the mean and the variance depend on every entry,
     # which removes the gradient's mean and its component along xhat
-    dx = inv_std * (
-        dxhat - dxhat.mean(axis=-1, keepdims=True) - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True)
-    )  # (..., d_model)
+    along = xhat * (dxhat * xhat).mean(axis=-1, keepdims=True)  # (..., d_model) the component along xhat
+    dx = dxhat - dxhat.mean(axis=-1, keepdims=True)  # (..., d_model), fresh: the next two steps work in place
+    dx -= along
+    dx *= inv_std
     return dx, dgamma, dbeta

@@ -12,7 +12,8 @@ from mhattn.backend import get_array_module
 
 
 class CrossEntropyCache(NamedTuple):
-    logp: object  # (N, C) log-softmax of the logits
+    shifted: object  # (N, C) the logits minus their row maximum
+    logsumexp: object  # (N, 1) log of the row sums of exp(shifted); log-softmax = shifted - logsumexp
     targets: object  # (N,) targets with ignored ones replaced by 0
     valid: object  # (N,) bool, False where target == ignore_index
     count: int  # number of valid targets
@@ -50,12 +51,11 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
     # 1. log-softmax, shifted by the row maximum for stability
     shifted = z - z.max(axis=1, keepdims=True)  # (N, C)
     logsumexp = xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))  # (N, 1)
-    logp = shifted - logsumexp  # (N, C)
-    # 2. pick the target's log-probability and average over the valid targets
+    # 2. pick the target's log-probability (log-softmax at the target only) and average over the valid targets
     count = int(valid.sum())
-    picked = logp[xp.arange(y.size), safe] * valid  # (N,)
+    picked = (shifted[xp.arange(y.size), safe] - logsumexp[:, 0]) * valid  # (N,)
     loss = -float(picked.sum()) / max(count, 1)
-    return loss, CrossEntropyCache(logp, safe, valid, count, logits.shape)
+    return loss, CrossEntropyCache(shifted, logsumexp, safe, valid, count, logits.shape)
 
 
 def cross_entropy_backward(dloss, cache: CrossEntropyCache):
@@ -64,11 +64,12 @@ def cross_entropy_backward(dloss, cache: CrossEntropyCache):
     Returns:
         ``dlogits`` with the logits' shape.
     """
-    xp = get_array_module(cache.logp)
+    xp = get_array_module(cache.shifted)
     # step 2 was: mean over valid targets of -logp[y]
     # step 1 was: log-softmax -> d/dz = softmax - onehot
     # step 0 was: ignored rows replaced by zeros -> their gradient is zero (the valid factor below)
-    grad = xp.exp(cache.logp)  # (N, C) softmax, computed here so an evaluation-only forward skips it
+    grad = cache.shifted - cache.logsumexp  # (N, C) log-softmax, formed here so an evaluation-only forward skips it
+    xp.exp(grad, out=grad)  # (N, C) softmax
     grad[xp.arange(grad.shape[0]), cache.targets] -= 1.0
     grad *= (cache.valid * (float(dloss) / max(cache.count, 1)))[:, None].astype(grad.dtype)
     return grad.reshape(cache.shape)

@@ -50,8 +50,13 @@ def head_importance(model, ids, targets, head_mask=None, batch_size=256):
         model.backward(dlogits)
         total += np.abs(to_numpy(model.head_mask_grad) * b).sum(axis=1)  # batch mean -> per-sequence loss
     raw = total / len(ids)
+    return normalise_importance(raw), raw
+
+
+def normalise_importance(raw):
+    """Each layer's raw importances ``(L, h)`` divided by that layer's ℓ2 norm (Michel et al. 2019, §4.2)."""
     norm = np.linalg.norm(raw, axis=1, keepdims=True)
-    return raw / np.where(norm > 0, norm, 1.0), raw
+    return raw / np.where(norm > 0, norm, 1.0)
 
 
 def mean_head_outputs(model, ids, batch_size=512):

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from mhattn.backend import asarray, get_array_module
+from mhattn.backend import asarray, get_array_module, to_numpy
 from mhattn.functional.embedding import embedding_forward
-from mhattn.functional.encoder import encoder_block_forward
-from mhattn.functional.feedforward import feedforward_forward
-from mhattn.functional.heads import combine_heads_forward
-from mhattn.functional.layernorm import layernorm_forward
-from mhattn.functional.linear import linear_forward
+from mhattn.functional.encoder import encoder_block_backward, encoder_block_forward
+from mhattn.functional.feedforward import feedforward_backward, feedforward_forward
+from mhattn.functional.heads import combine_heads_backward, combine_heads_forward
+from mhattn.functional.layernorm import layernorm_backward, layernorm_forward
+from mhattn.functional.linear import linear_backward, linear_forward
 from mhattn.functional.masks import causal_mask
 from mhattn.functional.positional import positional_encoding_forward
 from mhattn.functional.transformer import block_params
-from mhattn.training.loop import score_batches
+from mhattn.training.loop import multi_loss, score_batches
 
 # per layer, the parameters used before the head mask (a changed one makes the cache stale)
 _BEFORE_MASK = ("ln1.gamma", "ln1.beta", "attn.W_q", "attn.W_k", "attn.W_v", "attn.b_q", "attn.b_k", "attn.b_v")
@@ -45,6 +45,7 @@ class HeadMaskEvaluator:
         self.params = dict(model.params)  # the arrays the cache was computed from
         self.batches = [self._prefix(asarray(ids[s : s + batch_size])) for s in range(0, len(ids), batch_size)]
         self._seen = {}  # mask bytes -> result, for masks met again (the evaluation is deterministic)
+        self._importance = {}  # (mask bytes, batch size) -> raw importance, likewise
 
     def _prefix(self, ids):
         """``[(x_l, heads_l) for each layer]`` of an unmasked forward on one batch."""
@@ -117,3 +118,74 @@ class HeadMaskEvaluator:
                 return result
             self._seen[key] = result
         return dict(self._seen[key])
+
+    def importance_grads(self, head_mask=None, batch_size=256):
+        """``E_x |∂L(x)/∂ξ|`` ``(L, h)`` (Michel et al. 2019 eq. 3, raw), from the cache.
+
+        The same numbers as :func:`mhattn.heads.importance.head_importance` with this mask and
+        batch size: the forward starts at layer 0's head mask (the cached heads), and the
+        backward stops there, since nothing before the first head mask is needed for ∂L/∂ξ.
+
+        Args:
+            head_mask: ``(L, h)`` multipliers ξ, default all ones.
+            batch_size: sequences per backward; must divide the evaluator's ``batch_size``.
+
+        Raises:
+            ValueError: ``batch_size`` does not divide the evaluator's.
+
+        Results are remembered per mask: the same mask again costs nothing.
+        """
+        if self.batch_size % batch_size:
+            raise ValueError(f"batch_size {batch_size} must divide the evaluator's batch_size {self.batch_size}")
+        L, h = self.model.cfg.num_layers, self.model.cfg.num_heads
+        base = np.ones((L, h)) if head_mask is None else np.asarray(head_mask, dtype=float)
+        key = (base.tobytes(), batch_size)
+        if key in self._importance:
+            return self._importance[key].copy()
+        dtype, total, n = self.params["embed.W"].dtype, np.zeros((L, h)), 0
+        for i, kept in enumerate(self.batches):
+            for s in range(0, len(kept[0][0]), batch_size):
+                start = i * self.batch_size + s
+                b = len(kept[0][0][s : s + batch_size])
+                xi = asarray(np.repeat(base[:, None, :], b, axis=1).astype(dtype))  # (L, b, h) one ξ per sequence
+                targets = tuple(asarray(t[start : start + b]) for t in self.targets)
+                dxi = self._head_mask_grad([(x[s : s + b], hd[s : s + b]) for x, hd in kept], xi, targets)  # (L, b, h)
+                total += np.abs(to_numpy(dxi) * b).sum(axis=1)  # batch mean -> per-sequence loss
+                n += b
+        self._importance[key] = total / n
+        return self._importance[key].copy()
+
+    def _head_mask_grad(self, kept, xi, targets):
+        """``∂(mean loss)/∂ξ`` ``(L, b, h)`` for one batch: the forward and backward of
+        :func:`~mhattn.functional.transformer.transformer_forward` from layer 0's head mask on."""
+        c, params = self.model.cfg, self.params
+        x, heads = kept[0]  # (b, T, d_model), (b, h, T, d_k) unmasked
+        p = block_params(params, 0)
+        # forward: layer 0 from its head mask (steps 4-6 of MHA, then the rest of the block)
+        concat, split = combine_heads_forward(heads * xi[0].reshape(*xi[0].shape, 1, 1))  # (b, T, d_model)
+        m, out_proj = linear_forward(concat, p["attn.W_o"], p["attn.b_o"])
+        x1 = x + m
+        f, ln2 = layernorm_forward(x1, p["ln2.gamma"], p["ln2.beta"])
+        g, ff = feedforward_forward(f, p["ff.W1"], p["ff.b1"], p["ff.W2"], p["ff.b2"])
+        x = x1 + g  # (b, T, d_model)
+        mask = causal_mask(x.shape[1], xp=get_array_module(x)) if c.causal else None
+        blocks = []
+        for layer in range(1, c.num_layers):
+            x, _, cache = encoder_block_forward(x, block_params(params, layer), c.num_heads, attn_mask=mask, head_mask=xi[layer])
+            blocks.append(cache)
+        z, ln_f = layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])
+        outs = [linear_forward(z, params[f"out.{k}.W"], params[f"out.{k}.b"]) for k in range(len(c.output_sizes))]
+        _, dlogits = multi_loss(tuple(o for o, _ in outs), targets)
+        # backward, as transformer_backward, down to layer 0's head mask
+        dz = None
+        for d, (_, cache) in zip(dlogits, outs, strict=True):
+            dzk = linear_backward(d, cache)[0]
+            dz = dzk if dz is None else dz + dzk
+        dx = layernorm_backward(dz, ln_f)[0]
+        dxi = [None] * c.num_layers
+        for layer in reversed(range(1, c.num_layers)):
+            dx, _, dxi[layer] = encoder_block_backward(dx, blocks[layer - 1])
+        dx1 = dx + layernorm_backward(feedforward_backward(dx, ff)[0], ln2)[0]
+        dmasked = combine_heads_backward(linear_backward(dx1, out_proj)[0], split)  # (b, h, T, d_k)
+        dxi[0] = (dmasked * heads).sum(axis=(2, 3))  # (b, h)
+        return get_array_module(dxi[0]).stack(dxi)

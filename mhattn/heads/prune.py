@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from mhattn.heads.gates import train_gates
-from mhattn.heads.importance import ablation_deltas, head_importance, masked_eval, spearman
+from mhattn.heads.importance import ablation_deltas, masked_eval, normalise_importance, spearman
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.redundancy import head_similarity
 from mhattn.heads.roles import attention_maps, detect_roles, planted_match
@@ -63,16 +63,20 @@ def random_removals(model, data, base, n_remove, n_random, rng, evaluator=None):
     return {"subsets": subsets, "dloss": dloss, "dacc": dacc}
 
 
-def michel_iterative(model, data, n_remove, step=1, start=()):
+def michel_iterative(model, data, n_remove, step=1, start=(), evaluator=None):
     """Remove the least important heads ``step`` at a time, re-scoring importance after each removal.
+
+    ``evaluator``: a :class:`HeadMaskEvaluator` of ``model`` on ``data`` to reuse (built otherwise);
+    it remembers the importances it has computed, so a removal order met again costs nothing.
 
     Returns:
         The flat indices removed, in order.
     """
     L, h = model.cfg.num_layers, model.cfg.num_heads
+    ev = evaluator or HeadMaskEvaluator(model, *data)
     removed = list(start)
     while len(removed) < n_remove:
-        imp, _ = head_importance(model, *data, head_mask=_mask(L, h, removed))
+        imp = normalise_importance(ev.importance_grads(_mask(L, h, removed)))
         flat = imp.ravel().copy()
         flat[removed] = np.inf
         removed += np.argsort(flat, kind="stable")[: min(step, n_remove - len(removed))].tolist()
@@ -92,7 +96,7 @@ def pruning_curve(model, data, base, orders, rng, evaluator=None):
     bar = progress_bar(2 * len(counts), None, desc="pruning curve", unit="point")
     by_imp, removed = [], []
     for k in counts:
-        removed = michel_iterative(model, data, k, step=k - len(removed), start=removed) if k else []
+        removed = michel_iterative(model, data, k, step=k - len(removed), start=removed, evaluator=ev) if k else []
         by_imp.append(ev.evaluate(_mask(L, h, removed)) if k else base)
         bar.update()
     perms = [rng.permutation(H) for _ in range(orders)]
@@ -131,14 +135,15 @@ def run_prune(model, task, settings: PruneSettings | None = None):
     data = task.eval_set(s.eval_size)
     ev = HeadMaskEvaluator(model, *data)  # everything before the head mask, once
     base = ev.evaluate()
-    imp, raw = head_importance(model, *data)
+    raw = ev.importance_grads()
+    imp = normalise_importance(raw)
     zero_dl, zero_da = ablation_deltas(model, *data, mode="zero", evaluator=ev)
     mean_dl, _ = ablation_deltas(model, *data, mode="mean", evaluator=ev)
     rand = random_removals(model, data, base, s.n_remove, s.n_random, rng, evaluator=ev)
     order = np.argsort(imp.ravel(), kind="stable")
     least, most = order[: s.n_remove].tolist(), order[::-1][: s.n_remove].tolist()
     lowest_single = np.argsort(zero_dl.ravel(), kind="stable")[: s.n_remove].tolist()
-    iterative = michel_iterative(model, data, s.n_remove)
+    iterative = michel_iterative(model, data, s.n_remove, evaluator=ev)
     at = lambda removed: ev.evaluate(_mask(L, h, removed))  # noqa: E731
     median_subset = rand["subsets"][int(np.argsort(rand["dloss"])[len(rand["dloss"]) // 2])]
     weights = attention_maps(model, data[0][:256])
