@@ -103,3 +103,15 @@ def test_michel_iterative_removes_the_least_important_head_each_time_and_reuses_
     assert len(ev._importance) == 3  # one importance per removed set
     assert michel_iterative(model, (ids, targets), 4, start=removed[:2], evaluator=ev)[:3] == removed
     assert len(ev._importance) == 4  # the sets seen before were not scored again
+
+
+@pytest.mark.parametrize("tokens", [7, 14, 20])  # pieces of 1, 2 and 2 sequences of 7 positions
+def test_the_tail_in_pieces_gives_the_same_numbers(monkeypatch, tokens):
+    import mhattn.heads.mask_eval as mask_eval
+
+    model, ids, targets = _setup(2, causal=True)
+    monkeypatch.setattr(mask_eval, "TAIL_TOKENS", tokens)
+    ev = HeadMaskEvaluator(model, ids, targets, batch_size=8)
+    for mask in MASKS:
+        m = None if mask is None else np.asarray(mask, dtype=float)
+        assert ev.evaluate(m) == _full(model, ids, targets, m)
