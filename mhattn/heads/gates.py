@@ -67,8 +67,9 @@ def train_gates(model, task, *, l0_lambda=0.05, steps=300, batch_size=128, lr=1e
         progress: a tqdm bar: True, False, or None (on a terminal only).
 
     Returns:
-        dict with ``gates`` ``(L, h)`` test-time values, ``open`` (count), ``log_alpha``
-        and ``history`` of ``(step, task loss, expected L0)``.
+        dict with ``gates`` ``(L, h)`` test-time values, ``open`` (count), ``log_alpha``,
+        ``history`` of ``(step, task loss, expected L0)`` and ``settled_at``: the number of steps
+        after which the test-time gates no longer changed (0: never changed from their start).
     """
     rng = np.random.default_rng(seed)
     L, h = model.cfg.num_layers, model.cfg.num_heads
@@ -77,6 +78,7 @@ def train_gates(model, task, *, l0_lambda=0.05, steps=300, batch_size=128, lr=1e
     gate_opt = Adam({"log_alpha": log_alpha}, lr=gate_lr)
     dtype = model.params["embed.W"].dtype
     history, bar = [], progress_bar(steps, progress, desc="gates")
+    test_time, settled_at = deterministic_gates(gate_opt.params["log_alpha"]), 0
     for step in range(steps):
         ids, targets = task.sample(batch_size, rng)
         z, dz = sample_gates(gate_opt.params["log_alpha"], batch_size, rng)
@@ -87,10 +89,13 @@ def train_gates(model, task, *, l0_lambda=0.05, steps=300, batch_size=128, lr=1e
         dalpha = (to_numpy(model.head_mask_grad) * dz).sum(axis=1) + l0_lambda * dl0  # (L, h)
         opt.step(grads)
         gate_opt.step({"log_alpha": dalpha})
+        now = deterministic_gates(gate_opt.params["log_alpha"])
+        if not np.array_equal(now, test_time):
+            test_time, settled_at = now, step + 1
         if step % 50 == 0 or step == steps - 1:
             history.append((step, float(loss), l0))
         bar.update()
     bar.close()
     la = gate_opt.params["log_alpha"]
     gates = deterministic_gates(la)
-    return {"gates": gates, "open": int((gates > 0).sum()), "log_alpha": la, "history": history}
+    return {"gates": gates, "open": int((gates > 0).sum()), "log_alpha": la, "history": history, "settled_at": settled_at}

@@ -26,7 +26,7 @@ class PruneSettings:
     eval_size: int = 512  # sequences in the fixed evaluation set
     curve_orders: int = 5  # random removal orders averaged in the pruning curve
     finetune_steps: int = 150  # brief fine-tuning after pruning (compensation)
-    gate_steps: int = 300  # hard-concrete gate training steps (0 skips)
+    gate_steps: int = 200  # hard-concrete gate training steps (0 skips); benchmarks/gate_convergence.py
     l0_lambda: float = 0.05  # L0 penalty weight
     seed: int = 0
 

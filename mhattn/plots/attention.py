@@ -6,7 +6,8 @@ from mhattn.backend import to_numpy
 
 
 def _label_axes(ax, tokens, T, S, first_col, last_row):
-    """Token names (or integer positions) on both axes; axis titles only on the outer panels."""
+    """Token names (or integer positions) on both axes; tick labels and axis titles only on the outer
+    panels (every panel has the same axes; inner labels also cost most of the drawing time)."""
     if tokens is not None and len(tokens) == S:
         ax.set_xticks(range(S), tokens, rotation=90, fontsize=6)
         ax.set_yticks(range(T), tokens[:T] if len(tokens) >= T else range(T), fontsize=6)
@@ -15,6 +16,7 @@ def _label_axes(ax, tokens, T, S, first_col, last_row):
         ax.set_xticks(range(0, S, step_x))
         ax.set_yticks(range(0, T, step_y))
         ax.tick_params(labelsize=6)
+    ax.tick_params(labelbottom=last_row, labelleft=first_col)
     if last_row:
         ax.set_xlabel("key (attended to)", fontsize=8)
     if first_col:
