@@ -23,10 +23,10 @@ tile is recomputed from the per-row log-sum-exp L, with ``D = rowsum(dO * O)``
     dQ_i += dS_ij K_j,  dK_j += dS_ij^T Q_i  lines 15-16 (times 1/sqrt(d_k))
 
 Choice measured on a 2-core CPU (benchmarks/bench_tiled.py, benchmarks/RESULTS.md): on
-NumPy the default is blocks of 256 queries with the whole key row (``block_k = S``). The
-online rescaling then never runs and each block's GEMMs are as large as they can be;
-key tiles of 512-1024 measured no faster. A smaller ``block_k`` runs the true online
-softmax, with the same results (the tests and notebook 09 use it).
+NumPy the default is blocks of 256 queries and key tiles of up to 1024 keys: a 1 MiB float32
+tile stays in a core's L2 cache (2 MiB here) and its GEMMs are still large; full rows at S = 2048
+measured about 18% slower. Any ``block_k`` gives the same results (the tests and notebook 09
+use small ones); at S <= 1024 the tile is the whole row and the rescaling never runs.
 
 Masks and conventions are the plain path's: ``mask`` bool (True = not allowed) or
 float (added), broadcastable to ``(B, h, T, S)``; ``causal=True`` masks key s > query t
@@ -69,10 +69,10 @@ class TiledAttentionCache(NamedTuple):
 def _blocks(xp, q, S, block_q, block_k, workers):
     """Default tile sizes and thread count for this array module and shape."""
     N = q.shape[0] * q.shape[1]
-    block_k = S if block_k is None else block_k
     if xp.__name__ == "numpy":
         workers = min(os.cpu_count() or 1, N) if workers is None else workers
-        return 256 if block_q is None else block_q, block_k, workers
+        return 256 if block_q is None else block_q, min(S, 1024) if block_k is None else block_k, workers
+    block_k = S if block_k is None else block_k
     # one GPU launch per op covers every (batch, head): keep a tile near 2**26 elements
     return max(64, min(q.shape[2], 2**26 // max(1, N * S))) if block_q is None else block_q, block_k, 1
 
@@ -223,8 +223,9 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
         q: ``(B, h, T, d_k)`` float32/float64 queries; k: ``(B, h, S, d_k)``; v: ``(B, h, S, d_v)``, same dtype.
         mask: bool (True = not allowed) or float (added), broadcastable to ``(B, h, T, S)``; or ``None``.
         causal: also mask key s > query t (fully masked tiles are skipped).
-        block_q: queries per block (default 128 on NumPy; sized to about 2**26 scores per tile on CuPy).
-        block_k: keys per tile (default S: full rows; smaller runs the online softmax across tiles).
+        block_q: queries per block (default 256 on NumPy; sized to about 2**26 scores per tile on CuPy).
+        block_k: keys per tile (default 1024 on NumPy and S, full rows, on CuPy; fewer than S
+            runs the online softmax across tiles).
         workers: threads on NumPy (default: the CPU count, at most B*h); ignored on CuPy.
 
     Returns:
