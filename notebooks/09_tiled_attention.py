@@ -120,7 +120,7 @@ for n_tiles in (4, 16, 64):
 assert abs((tile_states(512, 512, 8, 8) != SKIPPED).mean() - 0.5) < 0.01
 
 # %% [markdown]
-# The library's tiled forward gives the plain path's output, whatever the tile sizes. Small tiles (`block_k` = 3 keys) run the online softmax across many tiles; `block_k = S`, the default on the CPU, keeps whole rows:
+# The library's tiled forward gives the plain path's output, whatever the tile sizes. Small tiles (`block_k` = 3 keys) run the online softmax across many tiles; the default `block_k` (whole rows of up to 1024 keys on the CPU, so here the whole row) runs no rescaling at all:
 
 # %%
 B, h, T, S, d_k = 2, 4, 24, 24, 8
@@ -195,7 +195,7 @@ assert max(errors) < 1e-7
 # %% [markdown]
 # ## 6. Time and memory against $T$, recorded
 #
-# `benchmarks/bench_tiled.py` times forward + backward of `MultiHeadAttention(512, 8)` (float32, `need_weights=False`) with the tiled path, the plain path and `torch.nn.MultiheadAttention` side by side, and measures the peak memory with `tracemalloc` (NumPy reports its allocations to it). The record shipped with mhattn was made on the course's 2-core CPU machine, while other jobs shared it: read the ratios, not the absolute times.
+# `benchmarks/bench_tiled.py` times forward + backward of `MultiHeadAttention(512, 8)` (float32, `need_weights=False`) with the tiled path, the plain path and `torch.nn.MultiheadAttention` side by side, and measures the peak memory with `tracemalloc` (NumPy reports its allocations to it). The record shipped with mhattn was made on the course's 2-core CPU virtual machine, whose speed varies from run to run: read the ratios, not the absolute times.
 
 # %%
 record = json.loads((Path(mhattn.__file__).parent / "data" / "attention_tiled_numpy.json").read_text())
