@@ -41,11 +41,15 @@ def time_prune(pythonpath: Path, cores: int | None, out: Path) -> tuple[float, f
     """Wall seconds and CPU seconds (user + system, all its processes) of one ``mhattn prune --out OUT``
     in a new process importing mhattn from ``pythonpath``. On a busy machine the CPU seconds vary less."""
     env = dict(os.environ, PYTHONPATH=str(pythonpath))
-    code = f"import sys; from mhattn.cli import main; sys.exit(main(['prune', '--out', {str(out)!r}]))"
+    # exit 3 (check=True raises) if mhattn came from anywhere but pythonpath
+    code = (f"import sys, mhattn; sys.exit(3) if not mhattn.__file__.startswith({str(pythonpath)!r}) else None; "
+            f"from mhattn.cli import main; sys.exit(main(['prune', '--out', {str(out)!r}]))")  # fmt: skip
     pin = (lambda: os.sched_setaffinity(0, range(cores))) if cores else None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, stdout=subprocess.DEVNULL, preexec_fn=pin)
+    # cwd: ``python -c`` puts the working directory first on sys.path, so run from the output's parent,
+    # not from the repository, or every version would import this tree's mhattn
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, stdout=subprocess.DEVNULL, preexec_fn=pin, cwd=out.parent)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
