@@ -42,7 +42,8 @@ def time_prune(pythonpath: Path, cores: int | None, out: Path) -> tuple[float, f
     in a new process importing mhattn from ``pythonpath``. On a busy machine the CPU seconds vary less."""
     env = dict(os.environ, PYTHONPATH=str(pythonpath))
     # exit 3 (check=True raises) if mhattn came from anywhere but pythonpath
-    code = (f"import sys, mhattn; sys.exit(3) if not mhattn.__file__.startswith({str(pythonpath)!r}) else None; "
+    code = (f"import sys, pathlib, mhattn; home = pathlib.Path({str(pythonpath.resolve())!r}); "
+            f"sys.exit(3) if not pathlib.Path(mhattn.__file__).resolve().is_relative_to(home) else None; "
             f"from mhattn.cli import main; sys.exit(main(['prune', '--out', {str(out)!r}]))")  # fmt: skip
     pin = (lambda: os.sched_setaffinity(0, range(cores))) if cores else None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

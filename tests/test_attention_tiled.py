@@ -269,3 +269,20 @@ def test_the_device_branch_gives_the_same_numbers(monkeypatch, kind, causal):
     assert cache_d.workers == 1 and cache_d.block_q >= 64
     for a, b in zip((out, lse, *grads), (out_d, lse_d, *tiled_attention_backward(dout, cache_d)), strict=True):
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize(("S", "block_k"), [(40, 40), (1024, 1024), (1025, 1024), (4096, 1024)])
+def test_numpy_default_key_tile_is_the_row_up_to_1024_keys(S, block_k):
+    q = np.zeros((1, 2, 8, 4), np.float32)
+    assert tiled_mod._blocks(np, q, S, None, None, None)[:2] == (256, block_k)
+    assert tiled_mod._blocks(np, q, S, 16, 7, 1) == (16, 7, 1)  # explicit sizes are kept
+
+
+def test_long_rows_take_several_key_tiles_and_match_the_plain_path():
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.standard_normal((1, 1, 3, 4)) for _ in range(3))
+    k, v = (np.concatenate([a] * 700, axis=2) + rng.standard_normal((1, 1, 2100, 4)) for a in (k, v))  # S = 2100: 3 tiles
+    out, _, cache = tiled_attention_forward(q, k, v)
+    assert cache.block_k == 1024
+    want, _, _ = scaled_dot_product_attention_forward(q, k, v)
+    assert rel_error(out, want) < 1e-12

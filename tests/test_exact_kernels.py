@@ -1,7 +1,8 @@
 """The faster kernels of the main job give the very bits of the plain NumPy calls they replace.
 
 ``mhattn prune``'s report must not change when its steps get faster (issue 8), so each rewrite is
-checked bit for bit against the call it stands in for, not within a tolerance.
+checked bit for bit against the call it stands in for, not within a tolerance (``np.array_equal``, which
+counts -0.0 and +0.0 as equal: an in-place ReLU gives +0.0 where ``h * (h > 0)`` gave -0.0).
 """
 
 from __future__ import annotations
@@ -63,3 +64,26 @@ def test_cross_entropy_picks_the_log_softmax_and_its_gradient_is_softmax_minus_o
     want = np.exp(logp)
     want[np.arange(6), y] -= 1.0
     assert np.array_equal(cross_entropy_backward(1.0, cache), want * np.float32(1.0 / 6))
+
+
+@pytest.mark.parametrize("S", [1, 64, 65, 300])
+def test_row_max_outside_the_halving_range_is_max_itself_and_fresh(S):
+    z = np.random.default_rng(6).standard_normal((3, 4, S)).astype(np.float32)
+    got = row_max(z)
+    assert np.array_equal(got, z.max(axis=-1, keepdims=True)) and not np.shares_memory(got, z)
+
+
+def test_cross_entropy_with_ignored_rows_matches_the_textbook_steps():
+    rng = np.random.default_rng(7)
+    z = rng.standard_normal((6, 5)).astype(np.float32)
+    y = np.array([0, -100, 4, 2, -100, 1])
+    valid = y != -100
+    shifted = z - z.max(axis=1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    loss, cache = cross_entropy_forward(z, y)
+    assert loss == -float((logp[np.arange(6), np.where(valid, y, 0)] * valid).sum()) / 4
+    want = np.exp(logp)
+    want[np.arange(6), np.where(valid, y, 0)] -= 1.0
+    want *= (valid * np.float32(1.0 / 4))[:, None]
+    got = cross_entropy_backward(1.0, cache)
+    assert np.array_equal(got, want) and np.all(got[~valid] == 0)

@@ -83,7 +83,7 @@ def test_importance_from_the_cache_is_head_importance_bit_for_bit(num_layers, ca
 
 def test_importance_batch_size_must_divide_the_evaluators():
     model, ids, targets = _setup(1)
-    with pytest.raises(ValueError, match="batch_size 3 must divide the evaluator's batch_size 8"):
+    with pytest.raises(ValueError, match="batch_size 3 must be positive and divide the evaluator's batch_size 8"):
         HeadMaskEvaluator(model, ids, targets, batch_size=8).importance_grads(batch_size=3)
 
 
@@ -115,3 +115,26 @@ def test_the_tail_in_pieces_gives_the_same_numbers(monkeypatch, tokens):
     for mask in MASKS:
         m = None if mask is None else np.asarray(mask, dtype=float)
         assert ev.evaluate(m) == _full(model, ids, targets, m)
+
+
+def test_importance_takes_a_flat_mask_and_any_batch_on_a_one_batch_evaluator():
+    from mhattn.heads.importance import head_importance
+
+    model, ids, targets = _setup(2)
+    mask = np.array([[1, 0, 1, 1], [1, 1, 0, 1]], dtype=float)
+    _, want = head_importance(model, ids, targets, head_mask=mask, batch_size=5)
+    ev = HeadMaskEvaluator(model, ids, targets, batch_size=100)  # 23 sequences: one batch, 5 does not divide 100
+    assert np.array_equal(ev.importance_grads(mask.ravel(), batch_size=5), want)
+    with pytest.raises(ValueError, match="must be positive"):
+        ev.importance_grads(batch_size=0)
+
+
+def test_gates_that_never_move_report_settled_at_zero_and_moving_ones_a_step_within_the_run():
+    from mhattn.heads.gates import train_gates
+
+    model, _, _ = _setup(1)
+    task = RolesTask(vocab_size=10, seq_len=7)
+    still = train_gates(model, task, steps=3, batch_size=4, init=10.0, seed=0)  # Adam moves log α by <= 0.3
+    assert still["settled_at"] == 0 and still["open"] == 4
+    moved = train_gates(model, task, steps=12, batch_size=4, gate_lr=1.0, init=0.1, l0_lambda=5.0, seed=0)
+    assert 1 <= moved["settled_at"] <= 12 and moved["open"] < 4

@@ -29,18 +29,15 @@ def available_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def attention_pngs(name):
+def attention_pngs(stem, model, task):
     """Per-head attention maps of one evaluation sequence: ``{file name: PNG bytes}``, one per layer."""
     from mhattn.heads.roles import attention_maps
     from mhattn.plots.attention import attention_heatmaps
 
-    model, meta = load_checkpoint(name)
-    task = task_from_meta(meta["task"])
     seq = task.eval_set(1)[0]
-    stem = Path(str(name)).stem
+    tokens = [str(t) for t in seq[0]] if task.name == "roles" else None
     pngs = {}
     for layer, w in enumerate(attention_maps(model, seq)[:, 0]):  # (h, T, T) per layer
-        tokens = [str(t) for t in seq[0]] if task.name == "roles" else None
         buf = io.BytesIO()
         attention_heatmaps(w, tokens, title=f"{stem}, layer {layer}", ncols=6).savefig(buf, format="png", dpi=80)
         pngs[f"attention_{stem}_layer{layer}.png"] = buf.getvalue()
@@ -58,8 +55,9 @@ def prune_one(name, settings_kw, bar_position=0, figures=False):
     task = task_from_meta(meta["task"])
     kw = dict(settings_kw)
     kw.setdefault("eval_size", 512 if task.name == "roles" else 256)
-    details = run_prune(model, task, PruneSettings(**kw))
-    return Path(str(name)).stem, model_report(details), attention_pngs(name) if figures else {}
+    details = run_prune(model, task, PruneSettings(**kw))  # works on copies: model keeps its parameters
+    stem = Path(str(name)).stem
+    return stem, model_report(details), attention_pngs(stem, model, task) if figures else {}
 
 
 @contextlib.contextmanager

@@ -224,8 +224,8 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
         mask: bool (True = not allowed) or float (added), broadcastable to ``(B, h, T, S)``; or ``None``.
         causal: also mask key s > query t (fully masked tiles are skipped).
         block_q: queries per block (default 256 on NumPy; sized to about 2**26 scores per tile on CuPy).
-        block_k: keys per tile (default 1024 on NumPy and S, full rows, on CuPy; fewer than S
-            runs the online softmax across tiles).
+        block_k: keys per tile (default min(S, 1024) on NumPy, S on CuPy; fewer than S runs the
+            online softmax across tiles).
         workers: threads on NumPy (default: the CPU count, at most B*h); ignored on CuPy.
 
     Returns:

@@ -56,7 +56,7 @@ def deterministic_gates(log_alpha):
     return np.clip(_sigmoid(log_alpha) * (HIGH - LOW) + LOW, 0.0, 1.0)
 
 
-def train_gates(model, task, *, l0_lambda=0.05, steps=300, batch_size=128, lr=1e-3, gate_lr=0.1, init=3.0, seed=0,
+def train_gates(model, task, *, l0_lambda=0.05, steps=200, batch_size=128, lr=1e-3, gate_lr=0.1, init=3.0, seed=0,
                 progress=False):  # fmt: skip
     """Fine-tune ``model`` together with one gate per head; ``model.params`` are updated in place
     (pass a copy with its own arrays to keep the original).

@@ -91,12 +91,7 @@ class HeadMaskEvaluator:
             p = block_params(params, layer)
             xi = None if head_mask is None else head_mask[layer]
             if layer == first:
-                masked = heads if xi is None else heads * xi.reshape(*xi.shape, 1, 1)  # (B, h, T, d_k)
-                m, _ = linear_forward(combine_heads_forward(masked)[0], p["attn.W_o"], p["attn.b_o"])  # (B, T, d_model)
-                x1 = x + m
-                g, _ = feedforward_forward(layernorm_forward(x1, p["ln2.gamma"], p["ln2.beta"])[0],
-                                           p["ff.W1"], p["ff.b1"], p["ff.W2"], p["ff.b2"])  # fmt: skip
-                x = x1 + g  # (B, T, d_model)
+                x, _ = _after_head_mask(x, heads, xi, p)  # (B, T, d_model)
             else:
                 mask = causal_mask(x.shape[1], xp=get_array_module(x)) if c.causal else None
                 x, _, _ = encoder_block_forward(x, p, c.num_heads, attn_mask=mask, head_mask=xi)
@@ -139,18 +134,20 @@ class HeadMaskEvaluator:
         backward stops there, since nothing before the first head mask is needed for ∂L/∂ξ.
 
         Args:
-            head_mask: ``(L, h)`` multipliers ξ, default all ones.
-            batch_size: sequences per backward; must divide the evaluator's ``batch_size``.
+            head_mask: ``(L, h)`` (or flat ``L*h``) multipliers ξ, default all ones.
+            batch_size: sequences per backward; must divide the evaluator's ``batch_size`` when the
+                evaluation set spans more than one of the evaluator's batches.
 
         Raises:
-            ValueError: ``batch_size`` does not divide the evaluator's.
+            ValueError: ``batch_size`` is not positive, or does not divide the evaluator's where it must.
 
-        Results are remembered per mask: the same mask again costs nothing.
+        Results are remembered per mask (one ``(L, h)`` array each, kept for the evaluator's life):
+        the same mask again costs nothing.
         """
-        if self.batch_size % batch_size:
-            raise ValueError(f"batch_size {batch_size} must divide the evaluator's batch_size {self.batch_size}")
+        if batch_size < 1 or (len(self.batches) > 1 and self.batch_size % batch_size):
+            raise ValueError(f"batch_size {batch_size} must be positive and divide the evaluator's batch_size {self.batch_size}")
         L, h = self.model.cfg.num_layers, self.model.cfg.num_heads
-        base = np.ones((L, h)) if head_mask is None else np.asarray(head_mask, dtype=float)
+        base = np.ones((L, h)) if head_mask is None else np.asarray(head_mask, dtype=float).reshape(L, h)
         key = (base.tobytes(), batch_size)
         if key in self._importance:
             return self._importance[key].copy()
@@ -172,14 +169,8 @@ class HeadMaskEvaluator:
         :func:`~mhattn.functional.transformer.transformer_forward` from layer 0's head mask on."""
         c, params = self.model.cfg, self.params
         x, heads = kept[0]  # (b, T, d_model), (b, h, T, d_k) unmasked
-        p = block_params(params, 0)
         # forward: layer 0 from its head mask (steps 4-6 of MHA, then the rest of the block)
-        concat, split = combine_heads_forward(heads * xi[0].reshape(*xi[0].shape, 1, 1))  # (b, T, d_model)
-        m, out_proj = linear_forward(concat, p["attn.W_o"], p["attn.b_o"])
-        x1 = x + m
-        f, ln2 = layernorm_forward(x1, p["ln2.gamma"], p["ln2.beta"])
-        g, ff = feedforward_forward(f, p["ff.W1"], p["ff.b1"], p["ff.W2"], p["ff.b2"])
-        x = x1 + g  # (b, T, d_model)
+        x, (split, out_proj, ln2, ff) = _after_head_mask(x, heads, xi[0], block_params(params, 0))  # (b, T, d_model)
         mask = causal_mask(x.shape[1], xp=get_array_module(x)) if c.causal else None
         blocks = []
         for layer in range(1, c.num_layers):
@@ -201,3 +192,23 @@ class HeadMaskEvaluator:
         dmasked = combine_heads_backward(linear_backward(dx1, out_proj)[0], split)  # (b, h, T, d_k)
         dxi[0] = (dmasked * heads).sum(axis=(2, 3))  # (b, h)
         return get_array_module(dxi[0]).stack(dxi)
+
+
+def _after_head_mask(x, heads, xi, p):
+    """One encoder block from its head mask on: ``heads * ξ``, concat, ``W_o``, residual, LN2, feed-forward,
+    residual (the steps of :func:`~mhattn.functional.encoder.encoder_block_forward` after attention).
+
+    Args:
+        x: ``(B, T, d_model)`` the block's input; heads: ``(B, h, T, d_k)`` unmasked; xi: ``(h,)``,
+            ``(B, h)`` or ``None``; p: the block's parameters (:func:`block_params`).
+
+    Returns:
+        ``(out, (split, out_proj, ln2, ff))``: ``(B, T, d_model)`` and the caches the backward needs.
+    """
+    masked = heads if xi is None else heads * xi.reshape(*xi.shape, 1, 1)  # (B, h, T, d_k)
+    concat, split = combine_heads_forward(masked)  # (B, T, d_model)
+    m, out_proj = linear_forward(concat, p["attn.W_o"], p["attn.b_o"])
+    x1 = x + m
+    f, ln2 = layernorm_forward(x1, p["ln2.gamma"], p["ln2.beta"])
+    g, ff = feedforward_forward(f, p["ff.W1"], p["ff.b1"], p["ff.W2"], p["ff.b2"])
+    return x1 + g, (split, out_proj, ln2, ff)
