@@ -72,3 +72,12 @@ def test_train_cli_writes_a_loadable_checkpoint(tmp_path, capsys):
     model, meta = load_checkpoint(path)
     assert meta["training"]["head_dropout"] == 0.3 and meta["training"]["steps"] == 20
     assert model.cfg.num_heads == 12 and "checkpoint written" in capsys.readouterr().out
+
+
+def test_one_job_draws_the_same_figures_and_numbers_as_two(report, tmp_path):
+    """--jobs 1 draws every figure in this process; --jobs 2 splits them over the workers."""
+    out, rep = report
+    assert cli.main(["prune", *SMALL, "--jobs", "1", "--out", str(tmp_path)]) == 0
+    one = json.loads((tmp_path / "report.json").read_text())
+    assert {p.name for p in tmp_path.glob("*.png")} == {p.name for p in out.glob("*.png")} != set()
+    assert one["models"] == rep["models"]

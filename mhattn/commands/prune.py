@@ -146,10 +146,7 @@ def main(args) -> int:
     if not args.no_plots and not plots:
         print("\nmatplotlib is not installed: no plots (pip install 'mhattn[course]'; --no-plots hides this note)")
     elif plots:
-        from mhattn.plots.pruning import save_all
-
-        save_all({n: m.details for n, m in models.items()}, args.out)
-        for file_name, data in pngs.items():
+        for file_name, data in pngs.items():  # drawn by the workers (mhattn.commands.prune_jobs)
             (args.out / file_name).write_bytes(data)
     print(f"\nreport written to {args.out / 'report.json'} ({report.seconds} s)")
     return 0

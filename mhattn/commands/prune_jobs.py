@@ -73,18 +73,46 @@ def _blas_threads(n):
                 os.environ.pop(v, None)
 
 
+def _report_figures(reports, names):
+    """:func:`mhattn.plots.pruning.figure_pngs`, importable by a worker process."""
+    from mhattn.plots.pruning import figure_pngs
+
+    return figure_pngs(reports, names)
+
+
 def prune_all(names, settings_kw, jobs=1, figures=False):
     """:func:`prune_one` for every checkpoint, ``jobs`` at once.
+
+    ``figures``: also draw the attention maps (in each model's worker) and the report's figures
+    (:data:`mhattn.plots.pruning.FIGURES`, split over the same workers once every model is done).
 
     Returns:
         ``({stem: ModelReport}, {file name: PNG bytes})``, the reports in ``names`` order.
     """
     if jobs <= 1 or len(names) <= 1:
         results = [prune_one(n, settings_kw, 0, figures) for n in names]
-    else:
-        jobs = min(jobs, len(names))
-        with _blas_threads(max(1, available_cpus() // jobs)):
-            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = [pool.submit(prune_one, n, settings_kw, i, figures) for i, n in enumerate(names)]
-                results = [f.result() for f in futures]
+        reports, pngs = _collect(results)
+        if figures:
+            pngs.update(_report_figures({n: r.details for n, r in reports.items()}, _figure_names()))
+        return reports, pngs
+    jobs = min(jobs, len(names))
+    with _blas_threads(max(1, available_cpus() // jobs)):
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(prune_one, n, settings_kw, i, figures) for i, n in enumerate(names)]
+            reports, pngs = _collect([f.result() for f in futures])
+            if figures:
+                details, parts = {n: r.details for n, r in reports.items()}, _figure_names()
+                for drawn in pool.map(_report_figures, [details] * jobs, [parts[i::jobs] for i in range(jobs)]):
+                    pngs.update(drawn)
+    return reports, pngs
+
+
+def _figure_names():
+    from mhattn.plots.pruning import FIGURES
+
+    return list(FIGURES)
+
+
+def _collect(results):
+    """``[(stem, report, pngs)]`` -> ``({stem: report}, {file name: PNG bytes})``."""
     return {stem: report for stem, report, _ in results}, {f: png for *_, pngs in results for f, png in pngs.items()}

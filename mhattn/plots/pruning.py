@@ -112,15 +112,18 @@ def similarity_heatmaps(reports, key="output"):
     return fig
 
 
-def save_all(reports, out_dir):
-    """Write every figure as PNG into ``out_dir``; returns the paths."""
-    from pathlib import Path
+# the report's figures: file name -> function of ``{model: details}``
+FIGURES = {"importance.png": importance_bars, "random_removal_hist.png": random_removal_hist,
+           "pruning_curves.png": pruning_curves, "similarity.png": similarity_heatmaps}  # fmt: skip
 
-    out_dir = Path(out_dir)
-    paths = []
-    for fname, fn in (("importance.png", importance_bars), ("random_removal_hist.png", random_removal_hist),
-                      ("pruning_curves.png", pruning_curves), ("similarity.png", similarity_heatmaps)):  # fmt: skip
-        fig = fn(reports)
-        fig.savefig(out_dir / fname, dpi=100)
-        paths.append(out_dir / fname)
-    return paths
+
+def figure_pngs(reports, names=tuple(FIGURES)):
+    """The figures ``names`` (keys of ``FIGURES``) of ``reports`` as ``{file name: PNG bytes}``."""
+    import io
+
+    pngs = {}
+    for name in names:
+        buf = io.BytesIO()
+        FIGURES[name](reports).savefig(buf, format="png", dpi=100)
+        pngs[name] = buf.getvalue()
+    return pngs
