@@ -17,6 +17,7 @@ from pathlib import Path
 
 from mhattn.heads.prune import PruneSettings, run_prune
 from mhattn.heads.report import model_report
+from mhattn.plots.pruning import FIGURES, figure_pngs  # matplotlib is imported only when a figure is drawn
 from mhattn.training import loop
 from mhattn.training.checkpoint import load_checkpoint
 from mhattn.training.tasks import task_from_meta
@@ -73,13 +74,6 @@ def _blas_threads(n):
                 os.environ.pop(v, None)
 
 
-def _report_figures(reports, names):
-    """:func:`mhattn.plots.pruning.figure_pngs`, importable by a worker process."""
-    from mhattn.plots.pruning import figure_pngs
-
-    return figure_pngs(reports, names)
-
-
 def prune_all(names, settings_kw, jobs=1, figures=False):
     """:func:`prune_one` for every checkpoint, ``jobs`` at once.
 
@@ -93,7 +87,7 @@ def prune_all(names, settings_kw, jobs=1, figures=False):
         results = [prune_one(n, settings_kw, 0, figures) for n in names]
         reports, pngs = _collect(results)
         if figures:
-            pngs.update(_report_figures({n: r.details for n, r in reports.items()}, _figure_names()))
+            pngs.update(figure_pngs({n: r.details for n, r in reports.items()}))
         return reports, pngs
     jobs = min(jobs, len(names))
     with _blas_threads(max(1, available_cpus() // jobs)):
@@ -101,16 +95,10 @@ def prune_all(names, settings_kw, jobs=1, figures=False):
             futures = [pool.submit(prune_one, n, settings_kw, i, figures) for i, n in enumerate(names)]
             reports, pngs = _collect([f.result() for f in futures])
             if figures:
-                details, parts = {n: r.details for n, r in reports.items()}, _figure_names()
-                for drawn in pool.map(_report_figures, [details] * jobs, [parts[i::jobs] for i in range(jobs)]):
+                details, parts = {n: r.details for n, r in reports.items()}, list(FIGURES)
+                for drawn in pool.map(figure_pngs, [details] * jobs, [parts[i::jobs] for i in range(jobs)]):
                     pngs.update(drawn)
     return reports, pngs
-
-
-def _figure_names():
-    from mhattn.plots.pruning import FIGURES
-
-    return list(FIGURES)
 
 
 def _collect(results):
