@@ -35,8 +35,8 @@ def add_parser(sub, name):
     p.add_argument("--n-random", type=int_in(1, 100_000), default=200, help="random subsets of --remove heads")
     p.add_argument("--eval-size", type=int_in(1, 100_000), default=None,
                    help="evaluation sequences; default: 512 for roles, 256 for text")  # fmt: skip
-    p.add_argument("--curve-orders", type=int_in(1, 1000), default=5, help="random orders averaged in the pruning curve")
-    p.add_argument("--finetune-steps", type=int_in(0, 100_000), default=150, help="fine-tuning steps after pruning")
+    p.add_argument("--curve-orders", type=int_in(1, 1000), default=3, help="random orders averaged in the pruning curve")
+    p.add_argument("--finetune-steps", type=int_in(0, 100_000), default=100, help="fine-tuning steps after pruning")
     p.add_argument("--gate-steps", type=int_in(0, 100_000), default=200, help="hard-concrete gate steps (0 skips)")
     p.add_argument("--l0-lambda", type=float_in(0.0, math.inf), default=0.05, help="L0 penalty weight for the gates")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed for subsets, orders, fine-tuning and gates")
