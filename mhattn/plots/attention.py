@@ -6,17 +6,17 @@ from mhattn.backend import to_numpy
 
 
 def _label_axes(ax, tokens, T, S, first_col, last_row):
-    """Token names (or integer positions) on both axes; tick labels and axis titles only on the outer
-    panels (every panel has the same axes; inner labels also cost most of the drawing time)."""
-    if tokens is not None and len(tokens) == S:
-        ax.set_xticks(range(S), tokens, rotation=90, fontsize=6)
-        ax.set_yticks(range(T), tokens[:T] if len(tokens) >= T else range(T), fontsize=6)
+    """Token names (or integer positions) on the outer panels only: x ticks on the bottom row, y ticks on the
+    first column (every panel has the same axes; inner ticks also cost most of the drawing time)."""
+    named = tokens is not None and len(tokens) == S
+    if named:
+        xticks, xlabels = range(S), tokens
+        yticks, ylabels = range(T), tokens[:T] if len(tokens) >= T else range(T)
     else:
-        step_x, step_y = max(1, S // 8), max(1, T // 8)
-        ax.set_xticks(range(0, S, step_x))
-        ax.set_yticks(range(0, T, step_y))
-        ax.tick_params(labelsize=6)
-    ax.tick_params(labelbottom=last_row, labelleft=first_col)
+        xticks, yticks = range(0, S, max(1, S // 8)), range(0, T, max(1, T // 8))
+        xlabels, ylabels = list(xticks), list(yticks)
+    ax.set_xticks(xticks if last_row else [], xlabels if last_row else [], rotation=90 if named else 0, fontsize=6)
+    ax.set_yticks(yticks if first_col else [], ylabels if first_col else [], fontsize=6)
     if last_row:
         ax.set_xlabel("key (attended to)", fontsize=8)
     if first_col:
