@@ -135,7 +135,7 @@ def main(args) -> int:
         kw["eval_size"] = args.eval_size
     plots = not args.no_plots and importlib.util.find_spec("matplotlib") is not None
     t0 = time.perf_counter()
-    models, pngs = prune_all(names, kw, jobs=args.jobs, figures=plots)  # the workers draw the attention maps
+    models, pngs = prune_all(names, kw, jobs=args.jobs, figures=plots)  # the workers draw every figure
     args.out.mkdir(parents=True, exist_ok=True)
     report = PruneReport(models, seconds=round(time.perf_counter() - t0, 1))
     (args.out / "report.json").write_text(json.dumps(report.to_json(), indent=1))

@@ -3,7 +3,7 @@
 The models are independent experiments. On a small machine two single-threaded processes
 use both cores for all the work, where one process with a two-thread BLAS leaves the
 second core idle outside the matrix products. The numbers do not depend on the split.
-Each worker also draws its model's attention maps, so the two figures are drawn side by side too.
+The drawings are tasks of the same pool, so a worker that finishes its model early draws them.
 """
 
 from __future__ import annotations
@@ -30,11 +30,14 @@ def available_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def attention_pngs(stem, model, task):
-    """Per-head attention maps of one evaluation sequence: ``{file name: PNG bytes}``, one per layer."""
+def attention_pngs(name):
+    """Per-head attention maps of one evaluation sequence of checkpoint ``name``: ``{file name: PNG bytes}``,
+    one per layer."""
     from mhattn.heads.roles import attention_maps
     from mhattn.plots.attention import attention_heatmaps
 
+    model, meta = load_checkpoint(name)
+    task, stem = task_from_meta(meta["task"]), Path(str(name)).stem
     seq = task.eval_set(1)[0]
     tokens = [str(t) for t in seq[0]] if task.name == "roles" else None
     pngs = {}
@@ -45,20 +48,16 @@ def attention_pngs(stem, model, task):
     return pngs
 
 
-def prune_one(name, settings_kw, bar_position=0, figures=False):
-    """One checkpoint's experiment: ``(stem, ModelReport, {file name: PNG bytes})``.
-
-    ``bar_position``: the terminal line of this process's progress bars; ``figures``: also
-    draw the model's attention maps (:func:`attention_pngs`; none otherwise).
-    """
+def prune_one(name, settings_kw, bar_position=0):
+    """One checkpoint's experiment: ``(stem, ModelReport)``; ``bar_position``: the terminal line of this
+    process's progress bars."""
     loop.BAR_POSITION = bar_position
     model, meta = load_checkpoint(name)
     task = task_from_meta(meta["task"])
     kw = dict(settings_kw)
     kw.setdefault("eval_size", 512 if task.name == "roles" else 256)
     details = run_prune(model, task, PruneSettings(**kw))  # works on copies: model keeps its parameters
-    stem = Path(str(name)).stem
-    return stem, model_report(details), attention_pngs(stem, model, task) if figures else {}
+    return Path(str(name)).stem, model_report(details)
 
 
 @contextlib.contextmanager
@@ -77,30 +76,27 @@ def _blas_threads(n):
 def prune_all(names, settings_kw, jobs=1, figures=False):
     """:func:`prune_one` for every checkpoint, ``jobs`` at once.
 
-    ``figures``: also draw the attention maps (in each model's worker) and the report's figures
-    (:data:`mhattn.plots.pruning.FIGURES`, split over the same workers once every model is done).
+    ``figures``: also draw each model's attention maps (:func:`attention_pngs`) and the report's figures
+    (:data:`mhattn.plots.pruning.FIGURES`). With ``jobs`` > 1 every drawing is a task of its own in the same
+    worker pool: the maps are queued behind the experiments, so a worker whose model finishes first draws
+    them while the other still runs, and the report's figures follow once every model is done.
 
     Returns:
         ``({stem: ModelReport}, {file name: PNG bytes})``, the reports in ``names`` order.
     """
     if jobs <= 1 or len(names) <= 1:
-        results = [prune_one(n, settings_kw, 0, figures) for n in names]
-        reports, pngs = _collect(results)
+        reports = dict(prune_one(n, settings_kw) for n in names)
+        pngs = {f: png for n in names for f, png in attention_pngs(n).items()} if figures else {}
         if figures:
             pngs.update(figure_pngs({n: r.details for n, r in reports.items()}))
         return reports, pngs
     jobs = min(jobs, len(names))
     with _blas_threads(max(1, available_cpus() // jobs)):
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(prune_one, n, settings_kw, i, figures) for i, n in enumerate(names)]
-            reports, pngs = _collect([f.result() for f in futures])
-            if figures:
-                details, parts = {n: r.details for n, r in reports.items()}, list(FIGURES)
-                for drawn in pool.map(figure_pngs, [details] * jobs, [parts[i::jobs] for i in range(jobs)]):
-                    pngs.update(drawn)
+            runs = [pool.submit(prune_one, n, settings_kw, i) for i, n in enumerate(names)]
+            maps = [pool.submit(attention_pngs, n) for n in names] if figures else []
+            reports = dict(f.result() for f in runs)
+            details = {n: r.details for n, r in reports.items()}
+            drawn = [pool.submit(figure_pngs, details, [part]) for part in FIGURES] if figures else []
+            pngs = {f: png for task in maps + drawn for f, png in task.result().items()}
     return reports, pngs
-
-
-def _collect(results):
-    """``[(stem, report, pngs)]`` -> ``({stem: report}, {file name: PNG bytes})``."""
-    return {stem: report for stem, report, _ in results}, {f: png for *_, pngs in results for f, png in pngs.items()}
