@@ -75,9 +75,28 @@ def test_train_cli_writes_a_loadable_checkpoint(tmp_path, capsys):
 
 
 def test_one_job_draws_the_same_figures_and_numbers_as_two(report, tmp_path):
-    """--jobs 1 draws every figure in this process; --jobs 2 splits them over the workers."""
+    """--jobs 1 runs and draws everything in this process; --jobs 2 splits the tasks over two workers."""
     out, rep = report
     assert cli.main(["prune", *SMALL, "--jobs", "1", "--out", str(tmp_path)]) == 0
     one = json.loads((tmp_path / "report.json").read_text())
     assert {p.name for p in tmp_path.glob("*.png")} == {p.name for p in out.glob("*.png")} != set()
     assert one["models"] == rep["models"]
+
+
+def test_run_prune_is_the_measurements_plus_the_gate_experiment():
+    """``mhattn prune`` runs the gates as a task of its own; ``run_prune`` (the notebooks') gives the same dict."""
+    from mhattn.heads.prune import PruneSettings, gate_experiment, run_prune
+    from mhattn.training.checkpoint import load_checkpoint
+    from mhattn.training.tasks import task_from_meta
+
+    model, meta = load_checkpoint("roles-plain")
+    task = task_from_meta(meta["task"])
+    s = PruneSettings(n_random=4, eval_size=32, curve_orders=1, finetune_steps=2, gate_steps=3)
+    whole = run_prune(model, task, s)
+    parts = {**run_prune(model, task, s, gates=False), "gates": gate_experiment(model, task, s)}
+    assert list(whole) == list(parts) and list(whole)[-1] == "gates"
+    assert json.dumps(whole) == json.dumps(parts)
+    assert whole["gates"]["steps"] == 3 and len(whole["gates"]["values"][0]) == 12
+    assert "gates" not in run_prune(
+        model, task, PruneSettings(n_random=4, eval_size=32, curve_orders=1, finetune_steps=2, gate_steps=0)
+    )

@@ -15,7 +15,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from mhattn.heads.prune import PruneSettings, run_prune
+from mhattn.heads.prune import PruneSettings, gate_experiment, run_prune
 from mhattn.heads.report import model_report
 from mhattn.plots.pruning import FIGURES, figure_pngs  # matplotlib is imported only when a figure is drawn
 from mhattn.training import loop
@@ -48,16 +48,36 @@ def attention_pngs(name):
     return pngs
 
 
-def prune_one(name, settings_kw, bar_position=0):
-    """One checkpoint's experiment: ``(stem, ModelReport)``; ``bar_position``: the terminal line of this
-    process's progress bars."""
-    loop.BAR_POSITION = bar_position
+def _settings(task, settings_kw):
+    """``PruneSettings`` from the command's options, with the task's evaluation-set size unless given."""
+    return PruneSettings(**{"eval_size": 512 if task.name == "roles" else 256, **settings_kw})
+
+
+def measure_one(name, settings_kw):
+    """Every measurement of checkpoint ``name`` but the gates: ``(stem, details)`` (:func:`run_prune`)."""
     model, meta = load_checkpoint(name)
     task = task_from_meta(meta["task"])
-    kw = dict(settings_kw)
-    kw.setdefault("eval_size", 512 if task.name == "roles" else 256)
-    details = run_prune(model, task, PruneSettings(**kw))  # works on copies: model keeps its parameters
-    return Path(str(name)).stem, model_report(details)
+    details = run_prune(model, task, _settings(task, settings_kw), gates=False)  # works on copies
+    return Path(str(name)).stem, details
+
+
+def gates_one(name, settings_kw):
+    """The gate experiment of checkpoint ``name`` (:func:`gate_experiment`), ``None`` with 0 gate steps."""
+    model, meta = load_checkpoint(name)
+    task = task_from_meta(meta["task"])
+    s = _settings(task, settings_kw)
+    return gate_experiment(model, task, s) if s.gate_steps else None
+
+
+def _report(measured, gates):
+    """``(stem, ModelReport)`` from :func:`measure_one`'s result and :func:`gates_one`'s."""
+    stem, details = measured
+    return stem, model_report(details if gates is None else {**details, "gates": gates})
+
+
+def _take_bar_position(positions):
+    """Pool initializer: this worker's terminal line for its progress bars (one line per worker)."""
+    loop.BAR_POSITION = positions.get()
 
 
 @contextlib.contextmanager
@@ -74,28 +94,34 @@ def _blas_threads(n):
 
 
 def prune_all(names, settings_kw, jobs=1, figures=False):
-    """:func:`prune_one` for every checkpoint, ``jobs`` at once.
+    """The experiment for every checkpoint, ``jobs`` worker processes at once.
 
-    ``figures``: also draw each model's attention maps (:func:`attention_pngs`) and the report's figures
-    (:data:`mhattn.plots.pruning.FIGURES`). With ``jobs`` > 1 every drawing is a task of its own in the same
-    worker pool: the maps are queued behind the experiments, so a worker whose model finishes first draws
-    them while the other still runs, and the report's figures follow once every model is done.
+    Each model's measurements (:func:`measure_one`) and its gates (:func:`gates_one`, the longest single
+    step) are separate tasks, queued in that order, so a worker that finishes early takes the next one.
+    ``figures``: also draw each model's attention maps (:func:`attention_pngs`, queued behind the
+    experiments) and the report's figures (:data:`mhattn.plots.pruning.FIGURES`, one task each once every
+    model is done).
 
     Returns:
         ``({stem: ModelReport}, {file name: PNG bytes})``, the reports in ``names`` order.
     """
     if jobs <= 1 or len(names) <= 1:
-        reports = dict(prune_one(n, settings_kw) for n in names)
+        reports = dict(_report(measure_one(n, settings_kw), gates_one(n, settings_kw)) for n in names)
         pngs = {f: png for n in names for f, png in attention_pngs(n).items()} if figures else {}
         if figures:
             pngs.update(figure_pngs({n: r.details for n, r in reports.items()}))
         return reports, pngs
     jobs = min(jobs, len(names))
+    ctx = multiprocessing.get_context("spawn")
+    positions = ctx.SimpleQueue()
+    for i in range(jobs):
+        positions.put(i)
     with _blas_threads(max(1, available_cpus() // jobs)):
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            runs = [pool.submit(prune_one, n, settings_kw, i) for i, n in enumerate(names)]
+        with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_take_bar_position, initargs=(positions,)) as pool:
+            measured = [pool.submit(measure_one, n, settings_kw) for n in names]
+            gates = [pool.submit(gates_one, n, settings_kw) for n in names]
             maps = [pool.submit(attention_pngs, n) for n in names] if figures else []
-            reports = dict(f.result() for f in runs)
+            reports = dict(_report(m.result(), g.result()) for m, g in zip(measured, gates, strict=True))
             details = {n: r.details for n, r in reports.items()}
             drawn = [pool.submit(figure_pngs, details, [part]) for part in FIGURES] if figures else []
             pngs = {f: png for task in maps + drawn for f, png in task.result().items()}

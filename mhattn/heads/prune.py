@@ -127,8 +127,19 @@ def finetune_recovery(model, task, data, base, removed, steps, seed, evaluator=N
             "recovered_fraction": float((before["loss"] - after["loss"]) / lost) if lost > 1e-9 else None}  # fmt: skip
 
 
-def run_prune(model, task, settings: PruneSettings | None = None):
-    """Every measurement of the pruning report for one model (see :mod:`mhattn.heads.answers`)."""
+def gate_experiment(model, task, s: PruneSettings):
+    """Pruning by training (Voita et al. 2019, §6): hard-concrete gates trained on a copy of ``model`` for
+    ``s.gate_steps`` steps; the ``gates`` entry of :func:`run_prune`."""
+    g = train_gates(_copy(model), task, l0_lambda=s.l0_lambda, steps=s.gate_steps, seed=s.seed, progress=None)
+    return {"lambda": s.l0_lambda, "steps": s.gate_steps, "values": g["gates"].tolist(), "open": g["open"]}
+
+
+def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True):
+    """Every measurement of the pruning report for one model (see :mod:`mhattn.heads.answers`).
+
+    ``gates``: also run :func:`gate_experiment` when ``settings.gate_steps`` > 0 (``mhattn prune`` runs it
+    as a task of its own and adds it to the returned dict under ``gates``).
+    """
     s = settings or PruneSettings()
     rng = np.random.default_rng(s.seed)
     L, h = model.cfg.num_layers, model.cfg.num_heads
@@ -165,7 +176,6 @@ def run_prune(model, task, settings: PruneSettings | None = None):
     }  # fmt: skip
     if task.name == "roles":
         out["planted_roles"] = planted_match(roles)
-    if s.gate_steps:
-        g = train_gates(_copy(model), task, l0_lambda=s.l0_lambda, steps=s.gate_steps, seed=s.seed, progress=None)
-        out["gates"] = {"lambda": s.l0_lambda, "steps": s.gate_steps, "values": g["gates"].tolist(), "open": g["open"]}
+    if gates and s.gate_steps:
+        out["gates"] = gate_experiment(model, task, s)
     return out
