@@ -46,6 +46,8 @@
 # track rare words. Here we planted them, so we can check whether training finds them.
 
 # %%
+from inspect import signature
+
 import matplotlib
 
 matplotlib.use("Agg")  # figures are shown with mhattn.course.display.show: PNG only, no "<Figure ...>" text
@@ -55,7 +57,7 @@ from mhattn.course.display import show
 from mhattn.heads.expectation import additive_expectation, naive_expectation
 from mhattn.heads.gates import train_gates
 from mhattn.heads.importance import ablation_deltas, head_importance, masked_eval, spearman
-from mhattn.heads.prune import pruning_curve, random_removals
+from mhattn.heads.prune import PruneSettings, pruning_curve, random_removals
 from mhattn.heads.roles import attention_maps, detect_roles, planted_match
 from mhattn.nn.transformer import TransformerModel
 from mhattn.plots.attention import attention_heatmaps
@@ -217,10 +219,13 @@ show(pruning_curves(reports))
 # differentiable, so the gates are drawn from a **hard-concrete** distribution (Louizos et al. 2018): a logistic
 # sample squashed by a sigmoid with temperature β, stretched to (−0.1, 1.1) and clipped to [0, 1], so a gate can be
 # exactly 0 or 1 while the probability of being open stays differentiable. We use β = 0.33, the default of Voita
-# et al.'s released code; Louizos et al. used 2/3. Gates not worth their penalty close. 150 fine-tuning steps of 64
-# sequences from each converged model (`mhattn prune` runs 300):
+# et al.'s released code; Louizos et al. used 2/3. Gates not worth their penalty close. Here a short run, 150
+# fine-tuning steps of 64 sequences from each converged model; `mhattn prune` trains longer on bigger batches (the
+# cell prints its setting), and its report lists the gates that run leaves open.
 
 # %%
+cli_batch = signature(train_gates).parameters["batch_size"].default
+print(f"mhattn prune: {PruneSettings().gate_steps} gate steps of {cli_batch} sequences; here: 150 steps of 64")
 for name, (model, task, _) in models.items():
     copy = TransformerModel(model.cfg, params=dict(model.params))
     g = train_gates(copy, task, l0_lambda=0.05, steps=150, batch_size=64, seed=0)
