@@ -100,3 +100,15 @@ def test_run_prune_is_the_measurements_plus_the_gate_experiment():
     assert "gates" not in run_prune(
         model, task, PruneSettings(n_random=4, eval_size=32, curve_orders=1, finetune_steps=2, gate_steps=0)
     )
+
+
+def test_one_model_uses_two_workers_with_the_same_numbers(tmp_path):
+    """One checkpoint is still two tasks (its gates and the rest): --jobs 2 gives --jobs 1's report."""
+    from mhattn.commands.prune_jobs import prune_all
+
+    kw = {"n_random": 4, "eval_size": 32, "curve_orders": 1, "finetune_steps": 2, "gate_steps": 3}
+    one, _ = prune_all(["roles-headdropout"], kw, jobs=1)
+    two, _ = prune_all(["roles-headdropout"], kw, jobs=2)
+    assert list(one) == list(two) == ["roles-headdropout"]
+    assert json.dumps(one["roles-headdropout"].details) == json.dumps(two["roles-headdropout"].details)
+    assert two["roles-headdropout"].details["gates"]["steps"] == 3

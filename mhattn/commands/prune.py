@@ -43,7 +43,7 @@ def add_parser(sub, name):
     p.add_argument("--out", type=output_dir, default=Path("prune_report"), help="folder for report.json and PNGs")
     p.add_argument("--no-plots", action="store_true", help="write report.json only, no PNGs")
     p.add_argument("--jobs", type=int_in(1, 64), default=min(2, available_cpus()),
-                   help="models run at once, each in its own process (same numbers for any value)")  # fmt: skip
+                   help="worker processes; each model is two tasks: gates, the rest (same numbers for any value)")  # fmt: skip
 
 
 def check(args):
@@ -117,7 +117,7 @@ def table(models):
 
 
 def run(names, settings_kw, jobs=1):
-    """Run the experiment for each checkpoint, ``jobs`` at once (see :mod:`mhattn.commands.prune_jobs`).
+    """Run the experiment for each checkpoint in ``jobs`` worker processes (see :mod:`mhattn.commands.prune_jobs`).
 
     Returns:
         ``{name: ModelReport}`` in ``names`` order.

@@ -1,9 +1,10 @@
-"""``mhattn prune``'s models run side by side: one worker process per model, one BLAS thread each.
+"""``mhattn prune``'s experiments run side by side in worker processes with one BLAS thread each.
 
-The models are independent experiments. On a small machine two single-threaded processes
-use both cores for all the work, where one process with a two-thread BLAS leaves the
-second core idle outside the matrix products. The numbers do not depend on the split.
-The drawings are tasks of the same pool, so a worker that finishes its model early draws them.
+The models are independent experiments, and each model's gate experiment is independent of its
+other measurements, so every model is two tasks. On a small machine two single-threaded processes
+use both cores for all the work, where one process with a two-thread BLAS leaves the second core
+idle outside the matrix products. The numbers do not depend on the split. The drawings are tasks
+of the same pool, so a worker that finishes early draws them.
 """
 
 from __future__ import annotations
@@ -105,13 +106,13 @@ def prune_all(names, settings_kw, jobs=1, figures=False):
     Returns:
         ``({stem: ModelReport}, {file name: PNG bytes})``, the reports in ``names`` order.
     """
-    if jobs <= 1 or len(names) <= 1:
+    if jobs <= 1:
         reports = dict(_report(measure_one(n, settings_kw), gates_one(n, settings_kw)) for n in names)
         pngs = {f: png for n in names for f, png in attention_pngs(n).items()} if figures else {}
         if figures:
             pngs.update(figure_pngs({n: r.details for n, r in reports.items()}))
         return reports, pngs
-    jobs = min(jobs, len(names))
+    jobs = min(jobs, 2 * len(names))  # two tasks per model
     ctx = multiprocessing.get_context("spawn")
     positions = ctx.SimpleQueue()
     for i in range(jobs):
