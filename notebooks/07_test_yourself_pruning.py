@@ -41,6 +41,7 @@ from mhattn.commands.prune import run, table
 from mhattn.course.display import show
 from mhattn.heads.conclusion import QUESTION
 from mhattn.heads.expectation import additive_expectation, p_miss_costliest, subset_sums
+from mhattn.heads.prune import PruneSettings
 from mhattn.heads.scratch import as_rows, compare_scratch_vs_pruned
 from mhattn.plots.pruning import importance_bars, pruning_curves, random_removal_hist, similarity_heatmaps
 from mhattn.training.checkpoint import load_checkpoint
@@ -57,10 +58,12 @@ print(QUESTION)
 # **Predict first.** For each model, write down: the median loss increase when six random heads go; whether it is
 # more or less than half the loss of removing *all* heads; whether six heads removed together cost more or less than
 # the sum of their single-removal costs; and whether any removal lowers the loss. Then run the next cell, which runs
-# the experiment behind `mhattn prune` (200 random subsets of six heads on 512 evaluation sequences; under a minute on a 2-core CPU).
+# the experiment behind `mhattn prune` with its defaults, without the gates of lesson 06 (200 random subsets of six
+# heads on 512 evaluation sequences; under a minute on a 2-core CPU).
 
 # %%
 settings = {"n_remove": 6, "n_random": 200, "curve_orders": 3, "finetune_steps": 100, "gate_steps": 0, "seed": 0}
+assert all(getattr(PruneSettings(), k) == v for k, v in settings.items() if k != "gate_steps")  # the command's defaults
 models = run(["roles-plain", "roles-headdropout"], settings)
 details = {name: m.details for name, m in models.items()}
 plain, hd = models["roles-plain"], models["roles-headdropout"]
