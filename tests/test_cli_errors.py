@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pytest
@@ -9,9 +10,25 @@ import pytest
 from mhattn import __version__, cli
 
 
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """Readable checkpoints that ``mhattn prune`` must still refuse: ``odd_task.npz`` (a task it does not know)
+    and ``a/x.npz``, ``b/x.npz`` (two models under one name)."""
+    from mhattn.training.checkpoint import load_checkpoint, save_checkpoint
+
+    root = tmp_path_factory.mktemp("checkpoints")
+    model, meta = load_checkpoint("roles-plain")
+    save_checkpoint(root / "odd_task.npz", model, {"name": "bogus"}, meta["training"])
+    save_checkpoint(root / "a" / "x.npz", model, meta["task"], meta["training"])
+    save_checkpoint(root / "b" / "x.npz", model, meta["task"], meta["training"])
+    return root
+
+
 @pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    """An empty current folder holding one file, ``a_file``, and one corrupt checkpoint, ``bad.npz``."""
+def workdir(tmp_path, monkeypatch, checkpoints):
+    """An empty current folder holding one file, ``a_file``, one corrupt checkpoint, ``bad.npz``, and the
+    readable but refused ones of :func:`checkpoints`."""
+    shutil.copytree(checkpoints, tmp_path, dirs_exist_ok=True)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a_file").write_text("not a folder")
     (tmp_path / "bad.npz").write_bytes(b"not a zip archive")
@@ -58,6 +75,8 @@ BAD = [
     # missing or unusable files
     (["prune", "--checkpoint", "missing.npz"], "--checkpoint", "no such file"),
     (["prune", "--checkpoint", "bad.npz"], "--checkpoint", "corrupt"),
+    (["prune", "--checkpoint", "odd_task.npz"], "--checkpoint", "no usable task"),
+    (["prune", "--checkpoint", "a/x.npz", "--checkpoint", "b/x.npz"], "--checkpoint", "the same name 'x'"),
     (["prune", "--out", "a_file"], "--out", "existing file"),
     (["prune", "--out", "a_file/report"], "--out", "is a file"),
     (["train", "--out", "."], "--out", "is a folder"),

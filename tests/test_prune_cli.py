@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -112,3 +114,21 @@ def test_one_model_uses_two_workers_with_the_same_numbers(tmp_path):
     assert list(one) == list(two) == ["roles-headdropout"]
     assert json.dumps(one["roles-headdropout"].details) == json.dumps(two["roles-headdropout"].details)
     assert two["roles-headdropout"].details["gates"]["steps"] == 3
+
+
+def test_a_failing_task_stops_every_worker_at_once(tmp_path):
+    """A task that fails ends the run with its error at once: the other model's long gate training
+    (10^5 steps, over an hour) is not waited for, and no worker is left running."""
+    code = (
+        "import multiprocessing, sys\n"
+        "from mhattn.commands.prune_jobs import prune_all\n"
+        "kw = {'gate_steps': 10**5, 'n_random': 4, 'eval_size': 32, 'curve_orders': 1, 'finetune_steps': 2}\n"
+        "try:\n"
+        "    prune_all(['roles-plain', 'no-such-checkpoint.npz'], kw, jobs=2)\n"
+        "except Exception as err:\n"
+        "    print(type(err).__name__, err, 'children', len(multiprocessing.active_children()))\n"
+        "    sys.exit(3)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 3, r.stderr[-2000:]
+    assert "no-such-checkpoint" in r.stdout and r.stdout.rstrip().endswith("children 0"), r.stdout

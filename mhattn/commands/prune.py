@@ -13,6 +13,7 @@ from mhattn.commands import UsageError, float_in, int_in, non_negative_int, outp
 from mhattn.commands.prune_jobs import available_cpus, prune_all
 from mhattn.heads.report import PruneReport
 from mhattn.training.checkpoint import SHIPPED, CheckpointError, load_checkpoint
+from mhattn.training.tasks import task_from_meta
 
 DEFAULTS = {"roles": ["roles-plain", "roles-headdropout"], "text": ["text"]}
 
@@ -43,20 +44,29 @@ def add_parser(sub, name):
     p.add_argument("--out", type=output_dir, default=Path("prune_report"), help="folder for report.json and PNGs")
     p.add_argument("--no-plots", action="store_true", help="write report.json only, no PNGs")
     p.add_argument("--jobs", type=int_in(1, 64), default=min(2, available_cpus()),
-                   help="worker processes; each model is two tasks: gates, the rest (same numbers for any value)")  # fmt: skip
+                   help="worker processes (1: none); each model is two tasks (same numbers for any value)")  # fmt: skip
 
 
 def check(args):
     """Load every checkpoint to prune and check ``--remove`` against its heads, before any work.
 
     Raises:
-        UsageError: a checkpoint does not load, or ``--remove`` exceeds a model's heads.
+        UsageError: a checkpoint does not load or has no usable task, two checkpoints share a file
+            name (the report is keyed by it), or ``--remove`` exceeds a model's heads.
     """
+    stems = {}
     for name in args.checkpoint or DEFAULTS[args.task]:
         try:
-            model, _ = load_checkpoint(name)
+            model, meta = load_checkpoint(name)
+            task_from_meta(meta["task"])
         except CheckpointError as err:
             raise UsageError(f"argument --checkpoint: {err}") from None
+        except (KeyError, TypeError, ValueError) as err:
+            raise UsageError(f"argument --checkpoint: {name} has no usable task description: {err}") from None
+        stem = Path(str(name)).stem
+        if stem in stems:  # the report, the table and the file names are keyed by stem
+            raise UsageError(f"argument --checkpoint: {stems[stem]} and {name} have the same name {stem!r}; rename one")
+        stems[stem] = name
         heads = model.cfg.num_layers * model.cfg.num_heads
         if args.remove > heads:
             raise UsageError(f"argument --remove: must be an integer in [1, {heads}] ({name} has {heads} heads), "

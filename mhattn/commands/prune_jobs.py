@@ -13,7 +13,6 @@ import contextlib
 import io
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from mhattn.heads.prune import PruneSettings, gate_experiment, run_prune
@@ -118,12 +117,26 @@ def prune_all(names, settings_kw, jobs=1, figures=False):
     for i in range(jobs):
         positions.put(i)
     with _blas_threads(max(1, available_cpus() // jobs)):
-        with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_take_bar_position, initargs=(positions,)) as pool:
-            measured = [pool.submit(measure_one, n, settings_kw) for n in names]
-            gates = [pool.submit(gates_one, n, settings_kw) for n in names]
-            maps = [pool.submit(attention_pngs, n) for n in names] if figures else []
-            reports = dict(_report(m.result(), g.result()) for m, g in zip(measured, gates, strict=True))
+        # leaving the block terminates the workers: an error or Ctrl-C stops every queued task at once
+        with ctx.Pool(jobs, initializer=_take_bar_position, initargs=(positions,)) as pool:
+            measured = [pool.apply_async(measure_one, (n, settings_kw)) for n in names]
+            gates = [pool.apply_async(gates_one, (n, settings_kw)) for n in names]
+            maps = [pool.apply_async(attention_pngs, (n,)) for n in names] if figures else []
+            _wait_all(measured + gates)
+            reports = dict(_report(m.get(), g.get()) for m, g in zip(measured, gates, strict=True))
             details = {n: r.details for n, r in reports.items()}
-            drawn = [pool.submit(figure_pngs, details, [part]) for part in FIGURES] if figures else []
-            pngs = {f: png for task in maps + drawn for f, png in task.result().items()}
+            drawn = [pool.apply_async(figure_pngs, (details, [part])) for part in FIGURES] if figures else []
+            _wait_all(maps + drawn)
+            pngs = {f: png for task in maps + drawn for f, png in task.get().items()}
     return reports, pngs
+
+
+def _wait_all(tasks, poll=0.1):
+    """Wait until every ``multiprocessing`` async result is ready; re-raise the first task error as soon
+    as any task fails, not after the tasks queued before it."""
+    pending = list(tasks)
+    while pending:
+        pending[0].wait(poll)
+        for task in [t for t in pending if t.ready()]:
+            task.get()  # raises the task's exception
+            pending.remove(task)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mhattn.heads.importance import masked_eval
+from mhattn.heads.prune import PruneSettings
 from mhattn.nn.transformer import TransformerModel
 from mhattn.training.loop import train
 
@@ -48,8 +49,8 @@ def first_step_at_99(training):
     return None if hit is None else int(hit[0])
 
 
-def compare_scratch_vs_pruned(full, full_meta, scratch, scratch_meta, task, removed, *, finetune_steps=150,
-                              eval_size=512, seed=0):  # fmt: skip
+def compare_scratch_vs_pruned(full, full_meta, scratch, scratch_meta, task, removed, *,
+                              finetune_steps=PruneSettings.finetune_steps, eval_size=512, seed=0):  # fmt: skip
     """Evaluate ``scratch`` and ``full`` with ``removed`` heads pruned, before and after fine-tuning.
 
     Args:
