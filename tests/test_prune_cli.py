@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -129,6 +131,13 @@ def test_a_failing_task_stops_every_worker_at_once(tmp_path):
         "    print(type(err).__name__, err, 'children', len(multiprocessing.active_children()))\n"
         "    sys.exit(3)\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert r.returncode == 3, r.stderr[-2000:]
-    assert "no-such-checkpoint" in r.stdout and r.stdout.rstrip().endswith("children 0"), r.stdout
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, start_new_session=True)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the workers too, not only the main process
+        proc.communicate()
+        pytest.fail("the run went on after a task had failed")
+    assert proc.returncode == 3, err[-2000:]
+    assert "no-such-checkpoint" in out and out.rstrip().endswith("children 0"), out
