@@ -141,3 +141,17 @@ def test_a_failing_task_stops_every_worker_at_once(tmp_path):
         pytest.fail("the run went on after a task had failed")
     assert proc.returncode == 3, err[-2000:]
     assert "no-such-checkpoint" in out and out.rstrip().endswith("children 0"), out
+
+
+def test_the_report_figures_do_not_read_the_gates(report):
+    """``mhattn prune`` draws the report's figures before the gates are trained: they must not depend on them."""
+    from mhattn.plots.pruning import figure_pngs
+
+    details = {name: m["details"] for name, m in report[1]["models"].items()}
+    assert all("gates" in d for d in details.values())
+    without = {name: {k: v for k, v in d.items() if k != "gates"} for name, d in details.items()}
+    assert figure_pngs(details) == figure_pngs(without)
+    changed = {
+        name: {**d, "random": {**d["random"], "dloss": [x + 1.0 for x in d["random"]["dloss"]]}} for name, d in without.items()
+    }
+    assert figure_pngs(changed)["random_removal_hist.png"] != figure_pngs(without)["random_removal_hist.png"]

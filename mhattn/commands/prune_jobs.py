@@ -99,8 +99,8 @@ def prune_all(names, settings_kw, jobs=1, figures=False):
     Each model's measurements (:func:`measure_one`) and its gates (:func:`gates_one`, the longest single
     step) are separate tasks, queued in that order, so a worker that finishes early takes the next one.
     ``figures``: also draw each model's attention maps (:func:`attention_pngs`, queued behind the
-    experiments) and the report's figures (:data:`mhattn.plots.pruning.FIGURES`, one task each once every
-    model is done).
+    experiments) and the report's figures (:data:`mhattn.plots.pruning.FIGURES`, one task each, queued
+    once every model's measurements are done: no figure shows the gates).
 
     Returns:
         ``({stem: ModelReport}, {file name: PNG bytes})``, the reports in ``names`` order.
@@ -122,21 +122,23 @@ def prune_all(names, settings_kw, jobs=1, figures=False):
             measured = [pool.apply_async(measure_one, (n, settings_kw)) for n in names]
             gates = [pool.apply_async(gates_one, (n, settings_kw)) for n in names]
             maps = [pool.apply_async(attention_pngs, (n,)) for n in names] if figures else []
-            _wait_all(measured + gates)
-            reports = dict(_report(m.get(), g.get()) for m, g in zip(measured, gates, strict=True))
-            details = {n: r.details for n, r in reports.items()}
+            _wait_all(measured, watch=gates)
+            # the report's figures need no gates: queued now, a worker whose gates finish first draws them
+            details = dict(m.get() for m in measured)
             drawn = [pool.apply_async(figure_pngs, (details, [part])) for part in FIGURES] if figures else []
+            _wait_all(gates, watch=maps + drawn)
+            reports = dict(_report(m.get(), g.get()) for m, g in zip(measured, gates, strict=True))
             _wait_all(maps + drawn)
             pngs = {f: png for task in maps + drawn for f, png in task.get().items()}
     return reports, pngs
 
 
-def _wait_all(tasks, poll=0.1):
-    """Wait until every ``multiprocessing`` async result is ready; re-raise the first task error as soon
-    as any task fails, not after the tasks queued before it."""
-    pending = list(tasks)
+def _wait_all(tasks, watch=(), poll=0.1):
+    """Wait until every ``multiprocessing`` async result in ``tasks`` is ready; re-raise the first error of
+    ``tasks`` or ``watch`` as soon as one fails, not after the tasks queued before it."""
+    pending, watched = list(tasks), list(watch)
     while pending:
         pending[0].wait(poll)
-        for task in [t for t in pending if t.ready()]:
+        for task in [t for t in pending + watched if t.ready()]:
             task.get()  # raises the task's exception
-            pending.remove(task)
+            (pending if task in pending else watched).remove(task)
