@@ -17,8 +17,9 @@ import time
 
 import numpy as np
 
+from mhattn.commands.prune_jobs import settings_for
 from mhattn.heads.mask_eval import HeadMaskEvaluator
-from mhattn.heads.prune import PruneSettings, finetune_recovery, random_removals
+from mhattn.heads.prune import finetune_recovery, random_removals
 from mhattn.training.checkpoint import load_checkpoint
 from mhattn.training.tasks import task_from_meta
 
@@ -41,7 +42,7 @@ def main() -> None:
     for name in args.checkpoint or ["roles-plain", "roles-headdropout"]:
         model, meta = load_checkpoint(name)
         task = task_from_meta(meta["task"])
-        s = PruneSettings(eval_size=512 if task.name == "roles" else 256)
+        s = settings_for(task, {})  # mhattn prune's defaults for this task
         data, ev, base, removed = median_subset(model, task, s)
         for steps in args.steps:
             t0 = time.perf_counter()

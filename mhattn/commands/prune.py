@@ -130,7 +130,7 @@ def run(names, settings_kw, jobs=1):
     """Run the experiment for each checkpoint in ``jobs`` worker processes (see :mod:`mhattn.commands.prune_jobs`).
 
     Returns:
-        ``{name: ModelReport}`` in ``names`` order.
+        ``{stem: ModelReport}`` (each checkpoint's file name without suffix) in ``names`` order.
     """
     return prune_all(names, settings_kw, jobs)[0]
 

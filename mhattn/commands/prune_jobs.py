@@ -36,8 +36,7 @@ def attention_pngs(name):
     from mhattn.heads.roles import attention_maps
     from mhattn.plots.attention import attention_heatmaps
 
-    model, meta = load_checkpoint(name)
-    task, stem = task_from_meta(meta["task"]), Path(str(name)).stem
+    model, task, stem = _load(name)
     seq = task.eval_set(1)[0]
     tokens = [str(t) for t in seq[0]] if task.name == "roles" else None
     pngs = {}
@@ -48,24 +47,28 @@ def attention_pngs(name):
     return pngs
 
 
-def _settings(task, settings_kw):
-    """``PruneSettings`` from the command's options, with the task's evaluation-set size unless given."""
+def _load(name):
+    """``(model, task, stem)`` of checkpoint ``name``; ``stem`` keys its report and names its files."""
+    model, meta = load_checkpoint(name)
+    return model, task_from_meta(meta["task"]), Path(str(name)).stem
+
+
+def settings_for(task, settings_kw):
+    """``PruneSettings`` from the command's options, with the task's evaluation-set size unless given
+    (512 roles sequences, 256 text windows)."""
     return PruneSettings(**{"eval_size": 512 if task.name == "roles" else 256, **settings_kw})
 
 
 def measure_one(name, settings_kw):
     """Every measurement of checkpoint ``name`` but the gates: ``(stem, details)`` (:func:`run_prune`)."""
-    model, meta = load_checkpoint(name)
-    task = task_from_meta(meta["task"])
-    details = run_prune(model, task, _settings(task, settings_kw), gates=False)  # works on copies
-    return Path(str(name)).stem, details
+    model, task, stem = _load(name)
+    return stem, run_prune(model, task, settings_for(task, settings_kw), gates=False)  # works on copies
 
 
 def gates_one(name, settings_kw):
     """The gate experiment of checkpoint ``name`` (:func:`gate_experiment`), ``None`` with 0 gate steps."""
-    model, meta = load_checkpoint(name)
-    task = task_from_meta(meta["task"])
-    s = _settings(task, settings_kw)
+    model, task, _ = _load(name)
+    s = settings_for(task, settings_kw)
     return gate_experiment(model, task, s) if s.gate_steps else None
 
 
@@ -106,9 +109,9 @@ def prune_all(names, settings_kw, jobs=1, figures=False):
         ``({stem: ModelReport}, {file name: PNG bytes})``, the reports in ``names`` order.
     """
     if jobs <= 1:
-        reports = dict(_report(measure_one(n, settings_kw), gates_one(n, settings_kw)) for n in names)
-        pngs = {f: png for n in names for f, png in attention_pngs(n).items()} if figures else {}
+        reports, pngs = dict(_report(measure_one(n, settings_kw), gates_one(n, settings_kw)) for n in names), {}
         if figures:
+            pngs = {f: png for n in names for f, png in attention_pngs(n).items()}
             pngs.update(figure_pngs({n: r.details for n, r in reports.items()}))
         return reports, pngs
     jobs = min(jobs, 2 * len(names))  # two tasks per model
