@@ -168,15 +168,18 @@ show(importance_bars(reports))
 # %% [markdown]
 # ## Remove six of twelve heads at random
 #
-# 200 random subsets of six heads, each removed at once (ξ = 0), on the same evaluation set (512 sequences). Beside
+# As many random subsets of six heads as `mhattn prune` draws (`PruneSettings().n_random`, printed below), each
+# removed at once (ξ = 0), on the same evaluation set (512 sequences). Beside
 # them, two readings of what to "expect" (`mhattn.heads.expectation`; notebook 07 works through both):
 # the **additive** one, (k/h)·Σ single-ablation costs, what the average would be if single costs simply added up;
 # and the **naive** one, "half the heads, half the ability", k/h of the loss increase with no heads at all.
 
 # %%
+n_random = PruneSettings().n_random
+print(f"{n_random} random subsets of six heads per model")
 for name, (model, _task, _) in models.items():
     r = reports[name]
-    r["random"] = random_removals(model, data[name], r["baseline"], 6, 200, np.random.default_rng(0))
+    r["random"] = random_removals(model, data[name], r["baseline"], 6, n_random, np.random.default_rng(0))
     d, a = np.asarray(r["random"]["dloss"]), np.asarray(r["random"]["dacc"])
     none = masked_eval(model, *data[name], np.zeros((1, 12)))["loss"] - r["baseline"]["loss"]
     r["additive"] = additive_expectation(r["ablation_zero_dloss"], 6)
@@ -184,7 +187,7 @@ for name, (model, _task, _) in models.items():
     print(
         f"{name}: median loss change {np.median(d):+.3f} nats (10th-90th percentile {np.percentile(d, 10):+.3f} "
         f"to {np.percentile(d, 90):+.3f}); median accuracy {r['baseline']['acc'] + np.median(a):.3f}; "
-        f"{int((d < 0).sum())} of 200 lowered the loss"
+        f"{int((d < 0).sum())} of {n_random} lowered the loss"
     )
     print(f"    expected: additive {r['additive']:+.4f}, naive {r['naive']:+.3f}")
     assert r["additive"] < np.median(d) < r["naive"]

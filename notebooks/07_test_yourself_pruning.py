@@ -58,11 +58,11 @@ print(QUESTION)
 # **Predict first.** For each model, write down: the median loss increase when six random heads go; whether it is
 # more or less than half the loss of removing *all* heads; whether six heads removed together cost more or less than
 # the sum of their single-removal costs; and whether any removal lowers the loss. Then run the next cell, which runs
-# the experiment behind `mhattn prune` with its defaults, without the gates of lesson 06 (200 random subsets of six
-# heads on 512 evaluation sequences; under a minute on a 2-core CPU).
+# the experiment behind `mhattn prune` with its defaults, without the gates of lesson 06 (`settings` below: random
+# subsets of six heads on 512 evaluation sequences; under a minute on a 2-core CPU).
 
 # %%
-settings = {"n_remove": 6, "n_random": 200, "curve_orders": 3, "finetune_steps": 100, "gate_steps": 0, "seed": 0}
+settings = {"n_remove": 6, "n_random": 100, "curve_orders": 3, "finetune_steps": 100, "gate_steps": 0, "seed": 0}
 assert all(getattr(PruneSettings(), k) == v for k, v in settings.items() if k != "gate_steps")  # the command's defaults
 models = run(["roles-plain", "roles-headdropout"], settings)
 details = {name: m.details for name, m in models.items()}
@@ -91,7 +91,7 @@ for name, m in models.items():
         f"{e.additive_expected_dloss:+.4f}; no heads at all {e.no_heads_dloss:+.3f} -> naive {e.naive_expected_dloss:+.3f}"
     )
     print(
-        f"    observed over 200 random sixes: median {e.observed_dloss_median:+.3f}, mean {e.observed_dloss_mean:+.3f}; "
+        f"    observed over {len(m.details['random']['dloss'])} random sixes: median {e.observed_dloss_median:+.3f}, mean {e.observed_dloss_mean:+.3f}; "
         f"accuracy {e.baseline_acc:.3f} -> {e.observed_acc_median:.3f} (median; naive {e.naive_expected_acc:.3f})"
     )
     assert e.additive_expected_dloss == additive_expectation(m.details["ablation_zero_dloss"], 6)
@@ -138,7 +138,7 @@ assert abs(e.p_random_misses_top2 - p_miss_costliest(12, 6, 2)) < 1e-12
 #
 # ## The whole distribution, its tail, and both expectations
 #
-# The histogram shows each model's 200 observed random removals, with the additive (dashed) and naive (dotted)
+# The histogram shows each model's observed random removals, with the additive (dashed) and naive (dotted)
 # expectations. Values beyond the axis would be piled into a hatched last bin and counted in the legend.
 
 # %%

@@ -155,3 +155,16 @@ def test_the_report_figures_do_not_read_the_gates(report):
         name: {**d, "random": {**d["random"], "dloss": [x + 1.0 for x in d["random"]["dloss"]]}} for name, d in without.items()
     }
     assert figure_pngs(changed)["random_removal_hist.png"] != figure_pngs(without)["random_removal_hist.png"]
+
+
+def test_prune_option_defaults_are_the_prune_settings_defaults():
+    """The command and the library (and so notebook 07, which asserts PruneSettings) run the same experiment."""
+    from mhattn.heads.prune import PruneSettings
+
+    args = cli.build_parser().parse_args(["prune"])
+    s = PruneSettings()
+    options = {"n_remove": "remove", "n_random": "n_random", "curve_orders": "curve_orders",
+               "finetune_steps": "finetune_steps", "gate_steps": "gate_steps", "l0_lambda": "l0_lambda", "seed": "seed"}  # fmt: skip
+    assert {f: getattr(args, o) for f, o in options.items()} == {f: getattr(s, f) for f in options}
+    assert args.eval_size is None  # the task decides: 512 roles sequences = PruneSettings.eval_size
+    assert s.eval_size == 512

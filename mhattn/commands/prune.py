@@ -33,7 +33,7 @@ def add_parser(sub, name):
                    help="a checkpoint file or shipped name (repeatable); default: the --task's shipped ones")  # fmt: skip
     p.add_argument("--remove", type=positive_int, default=6,
                    help="heads removed at once, 1 to the model's number of heads (L*h)")  # fmt: skip
-    p.add_argument("--n-random", type=int_in(1, 100_000), default=200, help="random subsets of --remove heads")
+    p.add_argument("--n-random", type=int_in(1, 100_000), default=100, help="random subsets of --remove heads")
     p.add_argument("--eval-size", type=int_in(1, 100_000), default=None,
                    help="evaluation sequences; default: 512 for roles, 256 for text")  # fmt: skip
     p.add_argument("--curve-orders", type=int_in(1, 1000), default=3, help="random orders averaged in the pruning curve")

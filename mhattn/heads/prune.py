@@ -22,7 +22,7 @@ from mhattn.training.loop import progress_bar, train
 @dataclass
 class PruneSettings:
     n_remove: int = 6  # heads removed at once (from all L*h heads)
-    n_random: int = 200  # random subsets of n_remove heads
+    n_random: int = 100  # random subsets of n_remove heads; benchmarks/random_subset_precision.py
     eval_size: int = 512  # sequences in the fixed evaluation set
     curve_orders: int = 3  # random removal orders averaged in the pruning curve (notebook 07's setting)
     finetune_steps: int = 100  # brief fine-tuning after pruning (compensation); benchmarks/finetune_convergence.py
