@@ -141,6 +141,29 @@ def test_a_failing_task_stops_every_worker_at_once(tmp_path):
         pytest.fail("the run went on after a task had failed")
     assert proc.returncode == 3, err[-2000:]
     assert "no-such-checkpoint" in out and out.rstrip().endswith("children 0"), out
+    assert "leaked semaphore" not in err, err[-2000:]
+
+
+def test_terminated_workers_leave_nothing_for_the_resource_tracker(tmp_path):
+    """Workers terminated mid-task (an error or Ctrl-C in the main process), after their progress bars
+    were made, leave no semaphore behind: no "leaked semaphore" warning at exit, nor after a normal run."""
+    code = (
+        "import sys, time\n"
+        "from mhattn.commands.prune_jobs import gates_one, worker_pool\n"
+        "with worker_pool(2) as pool:  # a normal run: closed and joined\n"
+        "    assert pool.apply(gates_one, ('roles-plain', {'gate_steps': 2, 'eval_size': 8}))['steps'] == 2\n"
+        "try:\n"
+        "    with worker_pool(2) as pool:\n"
+        "        busy = [pool.apply_async(gates_one, ('roles-plain', {'gate_steps': 10**5})) for _ in range(2)]\n"
+        "        time.sleep(5)  # both workers are training gates, each with its bar made\n"
+        "        assert not any(t.ready() for t in busy)\n"
+        "        raise RuntimeError('stop')  # leaving the block terminates both workers\n"
+        "except RuntimeError:\n"
+        "    sys.exit(3)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "leaked" not in proc.stderr and "resource_tracker" not in proc.stderr, proc.stderr[-2000:]
 
 
 def test_the_report_figures_do_not_read_the_gates(report):
@@ -163,8 +186,8 @@ def test_prune_option_defaults_are_the_prune_settings_defaults():
 
     args = cli.build_parser().parse_args(["prune"])
     s = PruneSettings()
-    options = {"n_remove": "remove", "n_random": "n_random", "curve_orders": "curve_orders",
-               "finetune_steps": "finetune_steps", "gate_steps": "gate_steps", "l0_lambda": "l0_lambda", "seed": "seed"}  # fmt: skip
-    assert {f: getattr(args, o) for f, o in options.items()} == {f: getattr(s, f) for f in options}
+    fields = ["n_random", "curve_orders", "finetune_steps", "gate_steps", "l0_lambda", "seed"]
+    assert {f: getattr(args, f) for f in fields} == {f: getattr(s, f) for f in fields}
+    assert args.remove == s.n_remove
     assert args.eval_size is None  # the task decides: 512 roles sequences = PruneSettings.eval_size
     assert s.eval_size == 512

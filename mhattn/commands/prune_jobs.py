@@ -13,6 +13,7 @@ import contextlib
 import io
 import multiprocessing
 import os
+import threading
 from pathlib import Path
 
 from mhattn.heads.prune import PruneSettings, gate_experiment, run_prune
@@ -78,9 +79,18 @@ def _report(measured, gates):
     return stem, model_report(details if gates is None else {**details, "gates": gates})
 
 
-def _take_bar_position(positions):
-    """Pool initializer: this worker's terminal line for its progress bars (one line per worker)."""
+def _init_worker(positions):
+    """Pool initializer: this worker's terminal line for its progress bars (one line per worker), and a
+    thread lock for tqdm. tqdm's default lock holds a named semaphore, made in the worker with its first
+    bar; a worker terminated on an error or Ctrl-C cannot release it, and the resource tracker then warns
+    about a "leaked semaphore" at exit (python/cpython#122770). A worker's bars need no lock across
+    processes: each worker writes its own line."""
     loop.BAR_POSITION = positions.get()
+    try:
+        from tqdm import tqdm
+    except ImportError:  # no bars without tqdm (the course extra)
+        return
+    tqdm.set_lock(threading.RLock())
 
 
 @contextlib.contextmanager
@@ -114,26 +124,38 @@ def prune_all(names, settings_kw, jobs=1, figures=False):
             pngs = {f: png for n in names for f, png in attention_pngs(n).items()}
             pngs.update(figure_pngs({n: r.details for n, r in reports.items()}))
         return reports, pngs
-    jobs = min(jobs, 2 * len(names))  # two tasks per model
+    with worker_pool(min(jobs, 2 * len(names))) as pool:  # two tasks per model
+        measured = [pool.apply_async(measure_one, (n, settings_kw)) for n in names]
+        gates = [pool.apply_async(gates_one, (n, settings_kw)) for n in names]
+        maps = [pool.apply_async(attention_pngs, (n,)) for n in names] if figures else []
+        _wait_all(measured, watch=gates)
+        # the report's figures need no gates: queued now, a worker whose gates finish first draws them
+        details = dict(m.get() for m in measured)
+        drawn = [pool.apply_async(figure_pngs, (details, [part])) for part in FIGURES] if figures else []
+        _wait_all(gates, watch=maps + drawn)
+        reports = dict(_report(m.get(), g.get()) for m, g in zip(measured, gates, strict=True))
+        _wait_all(maps + drawn)
+        pngs = {f: png for task in maps + drawn for f, png in task.get().items()}
+    return reports, pngs
+
+
+@contextlib.contextmanager
+def worker_pool(jobs):
+    """A ``multiprocessing`` pool of ``jobs`` spawned workers, each with ``available_cpus() // jobs`` BLAS
+    threads (unless the user set a number) and its own progress-bar line (:func:`_init_worker`).
+
+    Leaving the block normally closes the pool and waits for its idle workers; leaving it on an error or
+    Ctrl-C terminates them, which stops every queued task at once.
+    """
     ctx = multiprocessing.get_context("spawn")
     positions = ctx.SimpleQueue()
     for i in range(jobs):
         positions.put(i)
     with _blas_threads(max(1, available_cpus() // jobs)):
-        # leaving the block terminates the workers: an error or Ctrl-C stops every queued task at once
-        with ctx.Pool(jobs, initializer=_take_bar_position, initargs=(positions,)) as pool:
-            measured = [pool.apply_async(measure_one, (n, settings_kw)) for n in names]
-            gates = [pool.apply_async(gates_one, (n, settings_kw)) for n in names]
-            maps = [pool.apply_async(attention_pngs, (n,)) for n in names] if figures else []
-            _wait_all(measured, watch=gates)
-            # the report's figures need no gates: queued now, a worker whose gates finish first draws them
-            details = dict(m.get() for m in measured)
-            drawn = [pool.apply_async(figure_pngs, (details, [part])) for part in FIGURES] if figures else []
-            _wait_all(gates, watch=maps + drawn)
-            reports = dict(_report(m.get(), g.get()) for m, g in zip(measured, gates, strict=True))
-            _wait_all(maps + drawn)
-            pngs = {f: png for task in maps + drawn for f, png in task.get().items()}
-    return reports, pngs
+        with ctx.Pool(jobs, initializer=_init_worker, initargs=(positions,)) as pool:
+            yield pool
+            pool.close()
+            pool.join()
 
 
 def _wait_all(tasks, watch=(), poll=0.1):
