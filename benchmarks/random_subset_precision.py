@@ -69,6 +69,7 @@ def main() -> None:
               f"naive expectation {naive:+.3f}, additive {additive:+.3f}")  # fmt: skip
         print("  population: " + ", ".join(f"{s} {f(pop):+.3f}" for s, f in STATS.items())
               + f"; lowering the loss {int((pop < 0).sum())} of {pop.size}")  # fmt: skip
+        print("  population deciles: " + ", ".join(f"{q:+.3f}" for q in np.percentile(pop, range(10, 100, 10))))
         for n in args.n:
             draws = pop[rng.integers(0, pop.size, size=(args.resamples, n))]  # i.i.d. uniform subsets, as prune draws
             ranges = []
