@@ -121,6 +121,7 @@ print(f"{math.comb(12, 6)} subsets, additive sums with the plain model's costs: 
       f"median {np.median(sums):.3f}, sd {sums.std():.3f}, range {sums.min():.3f} to {sums.max():.3f}")  # fmt: skip
 print(f"the same total spread equally over 12 heads: mean {equal.mean():.3f}, sd {equal.std():.3f}")
 assert abs(sums.mean() - equal.mean()) < 1e-9 and equal.std() < 1e-9 < 0.1 < sums.std()
+assert plain.verdicts.unequal_costs and hd.verdicts.unequal_costs  # "very unequal": Gini >= 0.5 in both
 assert abs(np.median(sums) - sums.mean()) < 1e-9  # k = h/2: each half's complement is another half (sum Σ - s)
 e = plain.expectation
 print(f"the two costliest heads carry {100 * e.top2_share:.0f}% of the summed single costs; a random six misses "
@@ -180,6 +181,8 @@ assert plain.q2_compensation.max_output_similarity < 0.5 <= hd.q2_compensation.m
 assert plain.verdicts.reason2_compensation_holds is False and hd.verdicts.reason2_compensation_holds is True
 assert plain.expectation.observed_median_over_naive > 0.3 > 0.1 > hd.expectation.observed_median_over_naive
 assert min(plain.expectation.fraction_superadditive, hd.expectation.fraction_superadditive) > 0.9
+for m in models.values():  # the six weakest cost more together than alone
+    assert m.q2_compensation.lowest_single_joint_dloss > m.q2_compensation.lowest_single_sum_of_single_dloss
 
 # %% [markdown]
 # In the head-dropout model some pairs of heads produce clearly similar outputs (largest cosine similarity at least
