@@ -10,7 +10,6 @@ of the same pool, so a worker that finishes early draws them.
 from __future__ import annotations
 
 import contextlib
-import io
 import multiprocessing
 import os
 import threading
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from mhattn.heads.prune import PruneSettings, gate_experiment, run_prune
 from mhattn.heads.report import model_report
+from mhattn.plots.png import png_bytes
 from mhattn.plots.pruning import FIGURES, figure_pngs  # matplotlib is imported only when a figure is drawn
 from mhattn.training import loop
 from mhattn.training.checkpoint import load_checkpoint
@@ -42,9 +42,8 @@ def attention_pngs(name):
     tokens = [str(t) for t in seq[0]] if task.name == "roles" else None
     pngs = {}
     for layer, w in enumerate(attention_maps(model, seq)[:, 0]):  # (h, T, T) per layer
-        buf = io.BytesIO()
-        attention_heatmaps(w, tokens, title=f"{stem}, layer {layer}", ncols=6).savefig(buf, format="png", dpi=80)
-        pngs[f"attention_{stem}_layer{layer}.png"] = buf.getvalue()
+        fig = attention_heatmaps(w, tokens, title=f"{stem}, layer {layer}", ncols=6)
+        pngs[f"attention_{stem}_layer{layer}.png"] = png_bytes(fig, dpi=80)
     return pngs
 
 

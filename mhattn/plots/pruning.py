@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mhattn.plots.png import png_bytes
+
 
 def _figure(**kwargs):
     """A ``matplotlib.figure.Figure`` outside pyplot: no global backend or figure registry is touched."""
@@ -120,11 +122,4 @@ FIGURES = {"importance.png": importance_bars, "random_removal_hist.png": random_
 
 def figure_pngs(reports, names=tuple(FIGURES)):
     """The figures ``names`` (keys of ``FIGURES``) of ``reports`` as ``{file name: PNG bytes}``."""
-    import io
-
-    pngs = {}
-    for name in names:
-        buf = io.BytesIO()
-        FIGURES[name](reports).savefig(buf, format="png", dpi=100)
-        pngs[name] = buf.getvalue()
-    return pngs
+    return {name: png_bytes(FIGURES[name](reports), dpi=100) for name in names}
