@@ -50,6 +50,13 @@ def test_spearman_and_gini_known_values():
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]) == pytest.approx(0.8)  # 1 - 6*4/(5*24)
+    # ties get average ranks: a = (1, 2, 2, 3) ranks (0, 1.5, 1.5, 3) against b's (0, 1, 2, 3): r = 0.9487
+    assert spearman([1, 2, 2, 3], [1, 2, 3, 4]) == pytest.approx(3 / np.sqrt(10))
+    # values within rtol * max|x| are float32 noise: tied, whichever way a BLAS kernel ordered them
+    near, far = [1.0, 2.0, 2.0 + 1e-7, 3.0], [1.0, 2.0 + 1e-7, 2.0, 3.0]
+    assert spearman(near, [1, 2, 3, 4]) == spearman(far, [1, 2, 3, 4]) == pytest.approx(3 / np.sqrt(10))
+    assert spearman(near, [1, 2, 3, 4], rtol=0) == pytest.approx(1.0)
+    assert spearman(far, [1, 2, 3, 4], rtol=0) == pytest.approx(0.8)
     assert gini([1, 1, 1, 1]) == pytest.approx(0.0) and gini([0, 0, 0, 4]) == pytest.approx(0.75)
 
 

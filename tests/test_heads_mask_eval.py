@@ -1,9 +1,15 @@
-"""The cached head-mask evaluation gives exactly the numbers of a full forward (issue 8, item 13)."""
+"""The cached head-mask evaluation gives the numbers of a full forward (issue 8, item 13).
+
+The cache runs the layers before the mask once for the whole set and the rest in pieces, so its sums are grouped
+otherwise than a full forward's: equal on some BLAS kernels, within float32 rounding on others (issue 18, item 8).
+What the cache gives twice (its memo) is the same arithmetic, and stays bit for bit.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from close_numbers import assert_close_tree
 
 from mhattn.heads.importance import masked_eval, mean_ablation_params, mean_head_outputs
 from mhattn.heads.mask_eval import HeadMaskEvaluator
@@ -28,13 +34,13 @@ MASKS = [None, [[1, 1, 1, 1], [1, 1, 1, 1]], [[1, 0, 1, 1], [1, 1, 1, 1]], [[1, 
 @pytest.mark.parametrize("num_layers", [1, 2])
 def test_every_mask_gives_exactly_the_full_forwards_numbers(num_layers, causal):
     model, ids, targets = _setup(num_layers, causal)
-    assert HeadMaskEvaluator(model, ids, targets).evaluate() == masked_eval(model, ids, targets)  # batches of 512
+    assert_close_tree(HeadMaskEvaluator(model, ids, targets).evaluate(), masked_eval(model, ids, targets))  # batches of 512
     ev = HeadMaskEvaluator(model, ids, targets, batch_size=8)
     for mask in MASKS:
         m = None if mask is None else np.asarray(mask, dtype=float)[:num_layers]
-        expected = _full(model, ids, targets, m)
-        assert ev.evaluate(m) == expected
-        assert ev.evaluate(m) == expected  # a second time: from the memo, same numbers
+        first = ev.evaluate(m)
+        assert_close_tree(first, _full(model, ids, targets, m))
+        assert ev.evaluate(m) == first  # a second time: from the memo, the very same numbers
 
 
 def _full(model, ids, targets, mask):
@@ -56,7 +62,7 @@ def test_mean_ablation_params_after_the_mask_are_used_and_earlier_ones_refused()
         expected = _full(model, ids, targets, mask)
     finally:
         model.params = want
-    assert ev.evaluate(mask, params) == expected
+    assert_close_tree(ev.evaluate(mask, params), expected)
     stale = dict(model.params, **{"blocks.0.attn.b_o": model.params["blocks.0.attn.b_o"] + 1})
     with pytest.raises(ValueError, match="blocks.0.attn.b_o"):
         ev.evaluate(mask, stale)  # layer 0 runs from the cache when only layer 1 is masked
@@ -66,7 +72,7 @@ def test_mean_ablation_params_after_the_mask_are_used_and_earlier_ones_refused()
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("num_layers", [1, 2])
-def test_importance_from_the_cache_is_head_importance_bit_for_bit(num_layers, causal):
+def test_importance_from_the_cache_is_head_importance(num_layers, causal):
     from mhattn.heads.importance import head_importance
 
     model, ids, targets = _setup(num_layers, causal)
@@ -75,10 +81,12 @@ def test_importance_from_the_cache_is_head_importance_bit_for_bit(num_layers, ca
         m = None if mask is None else np.asarray(mask, dtype=float)[:num_layers]
         _, want = head_importance(model, ids, targets, head_mask=m, batch_size=4)
         got = ev.importance_grads(m, batch_size=4)
-        assert got.shape == (num_layers, 4) and np.array_equal(got, want)
+        assert got.shape == (num_layers, 4)
+        np.testing.assert_allclose(got, want, rtol=1e-5)
         assert np.any(got != 0)
+        first = got.copy()
         got[...] = -1.0  # the caller's copy: the remembered value is untouched
-        assert np.array_equal(ev.importance_grads(m, batch_size=4), want)
+        assert np.array_equal(ev.importance_grads(m, batch_size=4), first)
 
 
 def test_importance_batch_size_must_divide_the_evaluators():
@@ -114,7 +122,7 @@ def test_the_tail_in_pieces_gives_the_same_numbers(monkeypatch, tokens):
     ev = HeadMaskEvaluator(model, ids, targets, batch_size=8)
     for mask in MASKS:
         m = None if mask is None else np.asarray(mask, dtype=float)
-        assert ev.evaluate(m) == _full(model, ids, targets, m)
+        assert_close_tree(ev.evaluate(m), _full(model, ids, targets, m))
 
 
 def test_importance_takes_a_flat_mask_and_any_batch_on_a_one_batch_evaluator():
@@ -124,7 +132,7 @@ def test_importance_takes_a_flat_mask_and_any_batch_on_a_one_batch_evaluator():
     mask = np.array([[1, 0, 1, 1], [1, 1, 0, 1]], dtype=float)
     _, want = head_importance(model, ids, targets, head_mask=mask, batch_size=5)
     ev = HeadMaskEvaluator(model, ids, targets, batch_size=100)  # 23 sequences: one batch, 5 does not divide 100
-    assert np.array_equal(ev.importance_grads(mask.ravel(), batch_size=5), want)
+    np.testing.assert_allclose(ev.importance_grads(mask.ravel(), batch_size=5), want, rtol=1e-5)
     with pytest.raises(ValueError, match="must be positive"):
         ev.importance_grads(batch_size=0)
 

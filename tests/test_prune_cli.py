@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from close_numbers import assert_close_tree
 
 from mhattn import cli
 from mhattn.training.checkpoint import load_checkpoint
@@ -84,7 +85,7 @@ def test_one_job_draws_the_same_figures_and_numbers_as_two(report, tmp_path):
     assert cli.main(["prune", *SMALL, "--jobs", "1", "--out", str(tmp_path)]) == 0
     one = json.loads((tmp_path / "report.json").read_text())
     assert {p.name for p in tmp_path.glob("*.png")} == {p.name for p in out.glob("*.png")} != set()
-    assert one["models"] == rep["models"]
+    assert_close_tree(one["models"], rep["models"])  # two workers' BLAS threads may sum in another order
 
 
 def test_run_prune_is_the_measurements_plus_the_gate_experiment():
@@ -114,7 +115,7 @@ def test_one_model_uses_two_workers_with_the_same_numbers(tmp_path):
     one, _ = prune_all(["roles-headdropout"], kw, jobs=1)
     two, _ = prune_all(["roles-headdropout"], kw, jobs=2)
     assert list(one) == list(two) == ["roles-headdropout"]
-    assert json.dumps(one["roles-headdropout"].details) == json.dumps(two["roles-headdropout"].details)
+    assert_close_tree(one["roles-headdropout"].details, two["roles-headdropout"].details)
     assert two["roles-headdropout"].details["gates"]["steps"] == 3
 
 

@@ -109,19 +109,28 @@ def ablation_deltas(model, ids, targets, mode="zero", base_mask=None, evaluator=
     return dloss, dacc
 
 
-def _ranks(x):
+def _ranks(x, rtol):
+    """Ranks 0..n-1 of ``x``; values within ``rtol * max|x|`` of their sorted neighbour share their average rank."""
     order = np.argsort(x, kind="stable")
     ranks = np.empty(len(x))
-    ranks[order] = np.arange(len(x))
-    for v in np.unique(x):  # average ranks over ties
-        ranks[x == v] = ranks[x == v].mean()
+    tol = rtol * float(np.abs(x).max(initial=0.0))
+    gaps = np.diff(x[order]) > tol  # a new tie group starts after each gap wider than tol
+    group = np.concatenate([[0], np.cumsum(gaps)])
+    for g in np.unique(group):  # average ranks over each tie group
+        ranks[order[group == g]] = np.flatnonzero(group == g).mean()
     return ranks
 
 
-def spearman(a, b):
-    """Spearman rank correlation of two equal-length vectors (ties get average ranks)."""
+def spearman(a, b, rtol=1e-5):
+    """Spearman rank correlation of two equal-length vectors; tied values get their average rank.
+
+    Two values count as tied when they differ by at most ``rtol`` times the largest magnitude in their
+    vector: mhattn evaluates in float32, whose sums a CPU's BLAS kernel may order differently, moving
+    the sixth or seventh digit (two heads of the shipped head-dropout model differ only there), and a
+    rank should not depend on which kernel a machine picks. ``rtol=0`` ties only equal values.
+    """
     a, b = np.ravel(a).astype(float), np.ravel(b).astype(float)
-    ra, rb = _ranks(a), _ranks(b)
+    ra, rb = _ranks(a, rtol), _ranks(b, rtol)
     ra, rb = ra - ra.mean(), rb - rb.mean()
     denom = np.sqrt((ra * ra).sum() * (rb * rb).sum())
     return float((ra * rb).sum() / denom) if denom > 0 else 0.0
