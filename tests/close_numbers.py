@@ -19,7 +19,7 @@ def assert_close_tree(got, want, rel=1e-5, abs=1e-7, path="result"):
             assert_close_tree(got[k], want[k], rel, abs, f"{path}[{k!r}]")
     elif isinstance(want, (list, tuple)) or (isinstance(want, np.ndarray) and want.dtype.kind not in "fc"):
         assert len(got) == len(want), f"{path}: length {len(got)} != {len(want)}"
-        for i, (g, w) in enumerate(zip(got, want)):
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
             assert_close_tree(g, w, rel, abs, f"{path}[{i}]")
     elif isinstance(want, float) or (isinstance(want, np.ndarray) and want.dtype.kind in "fc"):
         assert got == pytest.approx(want, rel=rel, abs=abs, nan_ok=True), f"{path}: {got} != {want}"
