@@ -1,116 +1,186 @@
-"""NumPy/CuPy switch.
+"""Where arrays live: the inputs' namespace (Python array API standard) and the backend for new arrays.
 
-Ops never pick an array library themselves: they ask their inputs
-(``xp = get_array_module(x)``, CuPy's CPU/GPU-agnostic pattern). The
-*current backend* only decides where new arrays go: parameters, data made by
-:func:`asarray`. Choose it with :func:`set_backend`, :func:`use_backend` or the
-``MHATTN_BACKEND`` environment variable (read once, at import).
+Ops never pick an array library themselves: they ask their inputs (``xp = array_namespace(x, W)``), as
+scikit-learn and SciPy do with ``array_api_compat.array_namespace``. Plain NumPy arrays get NumPy itself
+(NumPy 2 has the standard's names: ``concat``, ``permute_dims``, ``x.mT``, ``astype``, ``isdtype``), so a
+learner's code and tracebacks stay NumPy; any other array (CuPy, torch, array-api-strict) gets its
+array-api-compat namespace. New arrays are made on the inputs' device (``device=device_of(x)``).
 
-This is the one module of mhattn that imports NumPy for the functional code.
+The *current backend* decides only where arrays made from nothing go: parameters, :func:`asarray` data,
+loaded checkpoints. Choose it with :func:`set_backend`, :func:`use_backend` or ``MHATTN_BACKEND`` (read once,
+at import): ``"numpy"`` (default), ``"cupy"``, ``"torch"`` (``device="cpu"`` or ``"cuda"``) and
+``"array_api_strict"`` (tests: ``device="device1"`` stands in for a GPU, refusing host conversion).
+
+The standard lacks a few things mhattn needs; each has one named helper in :mod:`mhattn.xp_extra` with one
+implementation per library and a generic one. This is the one module of mhattn that imports NumPy for the
+functional code.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
-import sys
 from types import ModuleType
 
 import numpy as np
 
-BACKENDS = ("numpy", "cupy")
+BACKENDS = ("numpy", "cupy", "torch", "array_api_strict")
 _current = "numpy"
+_device = None
 
 
-def _cupy() -> ModuleType:
-    """Import CuPy and check that a CUDA device is there.
+def _import_backend(name: str) -> ModuleType:
+    """The array-api-compat namespace of backend ``name`` (NumPy itself for "numpy").
 
     Raises:
-        ImportError: CuPy is not installed (install the ``gpu`` extra).
+        ImportError: the library (or array-api-compat) is not installed; the message says what to install.
         RuntimeError: CuPy is installed but ``cupy.is_available()`` is False.
     """
+    if name == "numpy":
+        return np
+    extra = {"cupy": "mhattn[gpu]", "torch": "torch==2.13.0", "array_api_strict": "array-api-strict"}[name]
     try:
-        import cupy
+        if name == "array_api_strict":
+            import array_api_strict
+
+            return array_api_strict
+        module = importlib.import_module(f"array_api_compat.{name}")
     except ImportError as err:
-        raise ImportError(
-            "the 'cupy' backend needs CuPy, which is not installed; "
-            "install it with: pip install 'mhattn[gpu]' (CUDA 12) "
-            "or pip install cupy-cuda13x (CUDA 13)"
-        ) from err
-    if not cupy.is_available():
+        raise ImportError(f"the {name!r} backend needs {name} and array-api-compat; install them with: pip install {extra}") from err
+    if name == "cupy" and not __import__("cupy").is_available():
         raise RuntimeError(
-            "CuPy is installed but found no usable CUDA device "
-            "(cupy.is_available() is False); use the 'numpy' backend on this machine"
+            "CuPy is installed but found no usable CUDA device (cupy.is_available() is False); "
+            "use the 'numpy' backend on this machine"
         )
-    return cupy
+    return module
 
 
-def set_backend(name: str) -> None:
-    """Make ``name`` ("numpy" or "cupy") the backend new arrays are placed on.
+def _device_object(name: str, device):
+    """The library's device object for ``device`` (a string such as "cpu", "cuda", "device1", or a device)."""
+    if device is None or not isinstance(device, str):
+        return device
+    if name == "torch":
+        import torch
+
+        return torch.device(device)
+    if name == "array_api_strict":
+        import array_api_strict
+
+        return array_api_strict.Device(device)
+    if name == "cupy":
+        import cupy
+
+        return cupy.cuda.Device(int(device.split(":")[-1]) if ":" in device else 0)
+    raise ValueError(f"the numpy backend has one device, 'cpu'; got device={device!r}")
+
+
+def set_backend(name: str, device=None) -> None:
+    """Make ``name`` the backend (and ``device`` its device) that new arrays are placed on.
+
+    Args:
+        name: one of ``BACKENDS`` (case and spaces ignored).
+        device: the library's device, or its name ("cpu", "cuda", "cuda:1", "device1"); None: the library's default.
 
     Raises:
-        ValueError: ``name`` is not one of ``BACKENDS``.
-        ImportError / RuntimeError: see :func:`_cupy` (for "cupy" only).
+        ValueError: ``name`` is not one of ``BACKENDS``, or a device for "numpy" other than "cpu".
+        ImportError / RuntimeError: the library is missing, or CuPy has no CUDA device.
     """
-    global _current
+    global _current, _device
     key = name.strip().lower() if isinstance(name, str) else name
     if key not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
-    name = key
-    if name == "cupy":
-        _cupy()
-    _current = name
+    _import_backend(key)
+    if key == "numpy" and device in ("cpu", None):
+        device = None
+    _current, _device = key, _device_object(key, device)
 
 
 def get_backend() -> str:
-    """The name of the current backend: "numpy" or "cupy"."""
+    """The name of the current backend: one of ``BACKENDS``."""
     return _current
 
 
+def get_device():
+    """The device new arrays go to under the current backend (None: the library's default)."""
+    return _device
+
+
 @contextlib.contextmanager
-def use_backend(name: str):
-    """Context manager: switch to backend ``name``, restore the previous one on exit."""
-    previous = _current
-    set_backend(name)
+def use_backend(name: str, device=None):
+    """Context manager: switch to backend ``name`` (on ``device``), restore the previous one on exit."""
+    previous = (_current, _device)
+    set_backend(name, device)
     try:
         yield
     finally:
-        set_backend(previous)
+        set_backend(*previous)
 
 
 def current_array_module() -> ModuleType:
-    """The array module (``numpy`` or ``cupy``) of the current backend, where new arrays go."""
-    return _cupy() if _current == "cupy" else np
+    """The namespace of the current backend, where new arrays go (``numpy`` itself for "numpy")."""
+    return _import_backend(_current)
 
 
-def _is_cupy(a) -> bool:
-    return type(a).__module__.split(".")[0] == "cupy"
+def _library(a) -> str:
+    return type(a).__module__.split(".")[0]
 
 
-def get_array_module(*arrays) -> ModuleType:
-    """The array module the arrays live in; ``None`` and Python scalars are ignored.
+def _arrays(arrays):
+    return [a for a in arrays if a is not None and not isinstance(a, (bool, int, float, complex)) and hasattr(a, "shape")]
+
+
+def array_namespace(*arrays) -> ModuleType:
+    """The namespace of the arrays: NumPy itself for plain ``numpy.ndarray`` inputs, else array-api-compat's.
+
+    ``None`` and Python scalars are ignored; no array at all gives NumPy.
 
     Raises:
-        TypeError: NumPy and CuPy arrays are mixed in one call.
+        TypeError: arrays of two libraries in one call (the message names both).
+        ValueError: arrays on two devices in one call (the message names both).
     """
-    kinds = {type(a).__module__.split(".")[0] for a in arrays if hasattr(a, "shape")}
-    if kinds == {"numpy", "cupy"}:
+    arrays = _arrays(arrays)
+    if all(type(a) is np.ndarray for a in arrays):
+        return np
+    libraries = sorted({_library(a) for a in arrays})
+    if len(libraries) > 1:
         raise TypeError(
-            "NumPy and CuPy arrays are mixed in one call: move them to one device "
-            "with mhattn.asarray (current backend) or mhattn.to_numpy (host)"
+            f"arrays of two libraries in one call: {' and '.join(libraries)}; move them to one with "
+            "mhattn.asarray (the current backend) or mhattn.to_numpy (host)"
         )
-    # a CuPy array exists, so CuPy is imported and has a device: no need to ask again
-    return sys.modules["cupy"] if "cupy" in kinds else np
+    import array_api_compat
+
+    devices = {str(array_api_compat.device(a)) for a in arrays}
+    if len(devices) > 1:
+        raise ValueError(f"arrays on two devices in one call: {' and '.join(sorted(devices))}; move them to one device")
+    return array_api_compat.array_namespace(*arrays)
+
+
+get_array_module = array_namespace  # the name CuPy's CPU/GPU-agnostic pattern uses
+
+
+def device_of(x):
+    """The device ``x`` lives on (NumPy: "cpu"), for ``device=`` when making arrays beside it."""
+    if type(x) is np.ndarray:
+        return "cpu"
+    import array_api_compat
+
+    return array_api_compat.device(x)
+
+
+def is_numpy(xp) -> bool:
+    """Whether the namespace ``xp`` is NumPy (itself or array-api-compat's wrapper): fast paths may use its extras."""
+    return xp is np or getattr(xp, "__name__", "") == "array_api_compat.numpy"
 
 
 def read_only(a):
-    """``a`` as an array its receiver cannot write into: a read-only view on NumPy, a copy on CuPy.
+    """``a`` as an array its receiver cannot write into: a read-only view on NumPy, a copy elsewhere.
 
-    CuPy arrays have no write-protection flag, so there the only safe hand-out is a copy.
+    Other libraries have no write-protection flag, so there the only safe hand-out is a copy.
     Forwards use it for arrays they also keep in their cache.
     """
-    if _is_cupy(a):
-        return a.copy()
+    if type(a) is not np.ndarray:
+        return array_namespace(a).asarray(a, copy=True)
     view = a.view()
     view.flags.writeable = False
     return view
@@ -134,22 +204,47 @@ def broadcasts_to(shape, target) -> bool:
 
 
 def to_numpy(x):
-    """Copy ``x`` (NumPy or CuPy array, or array-like) to a host ``numpy.ndarray``."""
-    if _is_cupy(x):
+    """Copy ``x`` (an array of any backend, on any device, or an array-like) to a host ``numpy.ndarray``.
+
+    Device arrays come over by the library's own transfer (CuPy ``.get()``, torch ``.cpu()``,
+    array-api-strict ``to_device``) or DLPack, never by ``numpy.asarray`` on a device array.
+    """
+    if isinstance(x, np.ndarray) or not hasattr(x, "shape"):
+        return np.asarray(x)
+    library = _library(x)
+    if library == "cupy":
         return x.get()
-    return np.asarray(x)
+    if library == "torch":
+        return x.detach().cpu().numpy()
+    if library == "array_api_strict":
+        import array_api_strict
+
+        return np.asarray(x.to_device(array_api_strict.Device("CPU_DEVICE")))
+    return np.from_dlpack(x)
 
 
 def asarray(x, dtype=None):
-    """``x`` as an array of the current backend (moved to the GPU under "cupy")."""
+    """``x`` as an array of the current backend, on its device (a copy when it comes from another library).
+
+    ``dtype``: a name ("float32") or a NumPy dtype; None keeps ``x``'s.
+    """
+    host = to_numpy(x) if _library(x) not in (_current, "builtins") else x
     if _current == "numpy":
-        return np.asarray(to_numpy(x), dtype=dtype)
-    return _cupy().asarray(x, dtype=dtype)
+        return np.asarray(host, dtype=dtype)
+    xp = current_array_module()
+    dt = None if dtype is None else getattr(xp, np.dtype(dtype).name)
+    return xp.asarray(host, dtype=dt, device=_device)
 
 
 def is_array(a) -> bool:
-    """Whether ``a`` is a NumPy or CuPy ndarray (not a list, a tensor or a masked array)."""
-    return type(a).__module__.split(".")[0] in ("numpy", "cupy") and type(a).__name__ == "ndarray"
+    """Whether ``a`` is an array of a backend mhattn supports (not a list, a masked array or a scalar)."""
+    if type(a) is np.ndarray:
+        return True
+    if _library(a) not in ("cupy", "torch", "array_api_strict"):
+        return False
+    import array_api_compat
+
+    return array_api_compat.is_array_api_obj(a)
 
 
 def _from_environment():
