@@ -209,7 +209,7 @@ def to_numpy(x):
     Device arrays come over by the library's own transfer (CuPy ``.get()``, torch ``.cpu()``,
     array-api-strict ``to_device``) or DLPack, never by ``numpy.asarray`` on a device array.
     """
-    if isinstance(x, np.ndarray) or not hasattr(x, "shape"):
+    if isinstance(x, (np.ndarray, np.generic)) or not hasattr(x, "shape"):
         return np.asarray(x)
     library = _library(x)
     if library == "cupy":
