@@ -38,7 +38,16 @@ class Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line: ``<prog>: error: <message> (see <prog> --help)``."""
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {self._choose(message) or message} (see {self.prog} --help)\n")
+
+    def _choose(self, message):
+        """For a missing subcommand, instead of argparse's "required: action": the choices, their help, an example."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and message.endswith(f"required: {action.dest}"):
+                listed = "; ".join(f"{c.dest} ({c.help})" for c in action._choices_actions)
+                example = getattr(action, "example", f"{self.prog} {next(iter(action.choices))} --help")
+                return f"choose {'an' if action.dest[0] in 'aeiou' else 'a'} {action.dest}: {listed}. Example: {example}"
+        return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, parser_class=functools.partial(Parser, formatter_class=HelpFormatter)
     )
+    sub.example = "mhattn course init my-course"  # shown when no command is given (Parser._choose)
     for name, module in SUBCOMMANDS.items():
         importlib.import_module(module).add_parser(sub, name)
     return parser

@@ -19,48 +19,52 @@ class UsageError(Exception):
     """Bad command-line input found after parsing (it needs several options or a file): exit 2, one line."""
 
 
+def range_text(low=None, high=None, *, low_open=False, high_open=False) -> str:
+    """The range ``low .. high`` in words every option message uses: ``> 0``, ``>= 1``, ``in [0, 1)``, ``<= 5``."""
+    lo = None if low is None or low == -math.inf else f"{low:g}"
+    hi = None if high is None or high == math.inf else f"{high:g}"
+    if lo is not None and hi is not None:
+        return f"in {'(' if low_open else '['}{lo}, {hi}{')' if high_open else ']'}"
+    if lo is not None:
+        return f"{'>' if low_open else '>='} {lo}"
+    return f"{'<' if high_open else '<='} {hi}" if hi is not None else "(any value)"
+
+
+def number_in(kind, low=None, high=None, *, low_open=False, high_open=False):
+    """argparse type: a finite ``kind`` (``int`` or ``float``) in the range; the one place option ranges are checked.
+
+    Every failure, unparsable or out of range, reads the same: ``must be an integer >= 1, got 'six'`` or
+    ``must be a finite number > 0, got -1``.
+    """
+    noun = "an integer" if kind is int else "a finite number"
+    where = range_text(low, high, low_open=low_open, high_open=high_open)
+
+    def parse(text: str):
+        try:
+            x = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {noun} {where}, got {text!r}") from None
+        below = low is not None and (x < low or (low_open and x == low))
+        above = high is not None and (x > high or (high_open and x == high))
+        if not math.isfinite(x) or below or above:
+            raise argparse.ArgumentTypeError(f"must be {noun} {where}, got {text}")
+        return x
+
+    parse.__name__ = f"{noun.split()[-1]} {where}"  # argparse names the type in some messages
+    return parse
+
+
 def int_in(low, high=None):
     """argparse type: an integer in ``[low, high]`` (no upper bound when ``high`` is None)."""
-    where = f">= {low}" if high is None else f"in [{low}, {high}]"
-
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer {where}, got {text!r}") from None
-        if n < low or (high is not None and n > high):
-            raise argparse.ArgumentTypeError(f"must be an integer {where}, got {n}")
-        return n
-
-    parse.__name__ = f"integer {where}"
-    return parse
+    return number_in(int, low, high)
 
 
 def float_in(low, high, *, high_open=False):
     """argparse type: a finite float in ``[low, high]`` (``[low, high)`` when ``high_open``; ``high`` may be inf)."""
-    where = f"in [{low}, {high}{')' if high_open else ']'}" if math.isfinite(high) else f">= {low}"
-
-    def parse(text: str) -> float:
-        try:
-            x = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number {where}, got {text!r}") from None
-        if not math.isfinite(x) or x < low or x > high or (high_open and x == high):
-            raise argparse.ArgumentTypeError(f"must be a finite number {where}, got {text}")
-        return x
-
-    parse.__name__ = f"number {where}"
-    return parse
+    return number_in(float, low, high, high_open=high_open)
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0 (learning rates)."""
-    x = float_in(0.0, math.inf)(text)
-    if x == 0.0:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return x
-
-
+positive_float = number_in(float, 0.0, low_open=True)  # learning rates: -1 and 0 get the same "> 0" message
 positive_int = int_in(1)
 non_negative_int = int_in(0)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import NamedTuple
 
 PACKAGED = Path(__file__).resolve().parents[1] / "course_materials"  # mhattn/course_materials (in a wheel)
 REPO = Path(__file__).resolve().parents[2]  # the repository root, in a clone
@@ -25,7 +26,7 @@ GENERATORS = ("scripts/exercise_files.py", "mhattn/grade/generate.py")  # wherev
 
 
 class CourseError(ValueError):
-    """The materials cannot be found, or copying them would overwrite a learner's edits."""
+    """The materials cannot be found."""
 
 
 def _stub_texts(root: Path) -> dict[str, str] | None:
@@ -89,25 +90,43 @@ def conflicts(dest: Path, files: dict[str, bytes]) -> list[str]:
     return sorted(rel for rel, data in files.items() if differs(dest / rel, data))
 
 
-def install(dest: Path, files: dict[str, bytes]) -> list[str]:
-    """Write ``files`` under ``dest``; return the paths written (identical files already there are left alone).
+class Installed(NamedTuple):
+    """What :func:`install` did: paths relative to its ``dest``."""
 
-    Raises:
-        CourseError: a file exists with other content; nothing is written then.
+    written: list[str]  # missing files, now copied
+    kept: list[str]  # files that differ from the course's (edits), left as they are
+    backups: dict[str, str]  # with ``force``: edited file -> where the learner's version was moved (``X.bak``)
+
+
+def backup_name(path: Path) -> Path:
+    """``X.bak``, or ``X.bak2``, ``X.bak3``, ... : the first name not taken, so no backup overwrites another."""
+    candidate, n = path.with_name(path.name + ".bak"), 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.bak{n}")
+    return candidate
+
+
+def install(dest: Path, files: dict[str, bytes], *, force: bool = False) -> Installed:
+    """Write the missing ``files`` under ``dest``; identical files are left alone, and so are edited ones.
+
+    An edited file (content differs from the course's) is never overwritten: it is kept and listed, or with
+    ``force`` first moved to ``X.bak`` (see :func:`backup_name`) and then replaced by the course's version.
     """
-    clash = conflicts(dest, files)
-    if clash:
-        raise CourseError(
-            f"{len(clash)} file(s) in {dest} differ from the course's and were left alone (your edits?): "
-            + ", ".join(clash)
-            + ". Move or rename them, or choose another folder."
-        )
-    written = []
+    edited = set(conflicts(dest, files))
+    written, kept, backups = [], [], {}
     for rel, data in files.items():
         path = dest / rel
-        if path.exists():
+        if rel in edited and not force:
+            kept.append(rel)
+            continue
+        if rel in edited:
+            bak = backup_name(path)
+            path.rename(bak)
+            backups[rel] = bak.relative_to(dest).as_posix()
+        elif path.exists():
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         written.append(rel)
-    return written
+    return Installed(written, sorted(kept), backups)
