@@ -8,6 +8,7 @@ own step, anything under ``solutions/`` or the grader itself, scores 0 with the 
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 MAX_BYTES = 1 << 20  # a learner's exercise file is a few kB
@@ -22,9 +23,16 @@ def read_source(path: Path) -> tuple[str | None, str | None]:
     if len(data) > MAX_BYTES:
         return None, f"{path.name} is larger than {MAX_BYTES >> 20} MiB: not an exercise file"
     try:
-        source = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
+        source = importlib.util.decode_source(data)  # as Python reads a file: a BOM or a coding line, else UTF-8
+    except (SyntaxError, LookupError, UnicodeDecodeError) as err:  # e.g. a coding line naming no codec
+        bad = err
+        try:
+            data.decode("utf-8-sig")
+        except UnicodeDecodeError as utf8:
+            bad = utf8
+        if not isinstance(bad, UnicodeDecodeError):
+            return None, f"{path.name}: {getattr(bad, 'msg', None) or bad} (save the file as UTF-8)"
+        line = data[: bad.start].count(b"\n") + 1
         return None, f"{path.name} line {line}: not valid UTF-8 text (save the file as UTF-8)"
     if "\0" in source:
         line = source[: source.index("\0")].count("\n") + 1
