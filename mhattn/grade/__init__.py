@@ -23,13 +23,17 @@ def run_visible(name: str, folder) -> None:
 
     from mhattn.grade.harness import GradeFailure
     from mhattn.grade.runner import frame
+    from mhattn.grade.scan import read_source
     from mhattn.grade.spec import find
     from mhattn.grade.verdict import judge_one
     from mhattn.grade.worker import call_one, load, read_frame
 
     ex = find(name)
     path = Path(folder) / ex.filename
-    module = load(str(path), path.read_text(encoding="utf-8"))
+    source, why = read_source(path)  # as Python reads it (a byte-order mark, a coding line)
+    if why:
+        raise GradeFailure(why)
+    module = load(str(path), source)
     for call in ex.visible():
         args = read_frame(frame(list(call.args)), allow_fn=True)  # as the worker gets them
         res = call_one(module, {"fn": call.fn, "args": args}, str(path))

@@ -11,7 +11,17 @@ import numpy as np
 from mhattn.functional import causal_mask, linear_forward, multi_head_attention_backward, multi_head_attention_forward
 from mhattn.functional.mha import PARAM_NAMES
 from mhattn.grade.checks_steps import randn, trials
-from mhattn.grade.harness import Call, GradeFailure, array, check_array, pair, tol_for, tuple_of
+from mhattn.grade.harness import Call, GradeFailure, array, check_array, tol_for, tuple_of
+
+# The named checks (points in spec.EXERCISES): every call below counts for one of them.
+PROJ, WEIGHTS, OUT = "output_projection", "mha_forward: attention weights", "mha_forward: output"
+GRAD_GROUPS = (
+    ("grads of W_o, b_o", ("b_o", "W_o")),
+    ("grads of W_v, b_v", ("b_v", "W_v")),
+    ("grads of W_k, b_k", ("b_k", "W_k")),
+    ("grads of W_q, b_q", ("b_q", "W_q")),
+)  # the order backprop reaches them
+INPUT_GRADS = "dquery, dkey, dvalue"
 
 
 def random_params(rng, d_model, dtype):
@@ -33,15 +43,23 @@ def visible_ex06():
     rng = np.random.default_rng(0)
     x = randn(rng, (1, 3, 4), np.float64)
     return [
-        Call("output_projection", (concat, W_o, b_o), array(what, linear_forward(concat, W_o, b_o)[0], 1e-12)),
+        Call("output_projection", (concat, W_o, b_o), array(what, linear_forward(concat, W_o, b_o)[0], 1e-12), check=PROJ),
         _forward_call(x, x, random_params(rng, 4, np.float64), 2, None, "self-attention, x (1, 3, 4), h=2"),
     ]
 
 
 def _forward_call(query, kv, params, h, mask, what):
     out, w, _ = multi_head_attention_forward(query, kv, kv, params, h, attn_mask=mask)
-    judge = pair(f"mha_forward ({what})", out, w, tol_for(query.dtype), _rtol(query.dtype))
-    return Call("mha_forward", (query, kv, kv, params, h, mask), judge)
+    what, tol, rtol = f"mha_forward ({what})", tol_for(query.dtype), _rtol(query.dtype)
+
+    def part(i, name):
+        def judge(got):
+            tuple_of(what, 2, "(out, weights)")(got)
+            check_array(f"{what}: {name}", got[i], (out, w)[i], tol, rtol)
+
+        return (OUT, WEIGHTS)[i], judge
+
+    return Call("mha_forward", (query, kv, kv, params, h, mask), parts=(part(1, "weights"), part(0, "out")))
 
 
 def hidden_ex06(rng):
@@ -52,7 +70,7 @@ def hidden_ex06(rng):
         concat, W_o = randn(rng, (B, T, d), dtype), params["W_o"]
         expected = linear_forward(concat, W_o, params["b_o"])[0]
         judge = array(f"output_projection(concat {concat.shape} {np.dtype(dtype)})", expected, tol_for(dtype), _rtol(dtype))
-        calls.append(Call("output_projection", (concat, W_o, params["b_o"]), judge))
+        calls.append(Call("output_projection", (concat, W_o, params["b_o"]), judge, check=PROJ))
         query, kv = randn(rng, (B, T, d), dtype), randn(rng, (B, S, d), dtype)
         what = f"query {query.shape}, key/value {kv.shape}, h={h}, causal mask, {np.dtype(dtype)}"
         calls.append(_forward_call(query, kv, params, h, causal_mask(T, S, xp=np), what))
@@ -65,19 +83,28 @@ def _backward_call(query, kv, params, h, mask, dout, what):
     dq, dk, dv, grads, _ = multi_head_attention_backward(dout, cache)
     tol, rtol, what = tol_for(query.dtype), _rtol(query.dtype), f"mha_backward ({what})"
 
-    def judge(got):
+    def shape(got):
         tuple_of(what, 4, "(dquery, dkey, dvalue, grads dict)")(got)
         if not isinstance(got[3], dict):
             raise GradeFailure(f"{what}: must return (dquery, dkey, dvalue, grads dict)")
-        missing = sorted(set(PARAM_NAMES) - set(got[3]))
-        if missing:
-            raise GradeFailure(f"{what}: grads has no {', '.join(missing)}")
-        for name in ("b_o", "W_o", "b_v", "W_v", "b_k", "W_k", "b_q", "W_q"):  # the order backprop reaches them
-            check_array(f"{what}: grads['{name}']", got[3][name], grads[name], tol, rtol)
+
+    def grads_part(check, names):
+        def judge(got):
+            shape(got)
+            for name in names:
+                if name not in got[3]:
+                    raise GradeFailure(f"{what}: grads has no {name}")
+                check_array(f"{what}: grads['{name}']", got[3][name], grads[name], tol, rtol)
+
+        return check, judge
+
+    def inputs_part(got):
+        shape(got)
         for name, i, exp in (("dvalue", 2, dv), ("dkey", 1, dk), ("dquery", 0, dq)):
             check_array(f"{what}: {name}", got[i], exp, tol, rtol)
 
-    return Call("mha_backward", (dout, query, kv, kv, params, h, mask), judge)
+    parts = tuple(grads_part(c, names) for c, names in GRAD_GROUPS) + ((INPUT_GRADS, inputs_part),)
+    return Call("mha_backward", (dout, query, kv, kv, params, h, mask), parts=parts)
 
 
 def visible_ex07():

@@ -20,7 +20,13 @@ from mhattn.functional import (
     split_heads_forward,
 )
 from mhattn.functional.softmax import SoftmaxCache
-from mhattn.grade.harness import Call, array, check_array, expect_raises, pair, tol_for, tuple_of
+from mhattn.grade.harness import Call, array, check_array, checked, expect_raises, pair, tol_for, tuple_of
+
+# The named checks of each exercise (points in spec.EXERCISES): every call below counts for one of them.
+F64, F32 = "float64, and the error for a bad shape", "float32"
+SM_PLAIN, SM_MASK, SM_BACK = "forward without mask (also scores of 1000)", "forward with masks, a fully masked row", "backward"
+CAUSAL, ATT, ATT_MASK = "causal mask", "attention without mask", "attention with padding and causal masks"
+DQ, DK, DV = "dq", "dk", "dv"
 
 
 def random_dims(rng):
@@ -34,6 +40,10 @@ def randn(rng, shape, dtype):
     return rng.standard_normal(shape).astype(dtype)
 
 
+def _dtype_check(dtype) -> str:
+    return F32 if np.dtype(dtype) == np.float32 else F64
+
+
 def trials(rng, n=3):
     """(dims, dtype) for n hidden trials, both float64 and float32 among them."""
     return [(random_dims(rng), np.float64 if i % 2 == 0 else np.float32) for i in range(n)]
@@ -42,10 +52,10 @@ def trials(rng, n=3):
 # ---- exercise 1: split heads --------------------------------------------------------------
 def visible_ex01():
     x = np.arange(2 * 3 * 4, dtype=np.float64).reshape(2, 3, 4)  # B=2, T=3, d_model=4
-    return [
+    return checked(F64, [
         Call("split_heads", (x, 2), array("split_heads(x (2, 3, 4), num_heads=2)", split_heads_forward(x, 2)[0], 0.0)),
         expect_raises("ValueError", "split_heads", x, 3, what="split_heads with d_model=4, num_heads=3"),
-    ]
+    ])  # fmt: skip
 
 
 def hidden_ex01(rng):
@@ -53,7 +63,7 @@ def hidden_ex01(rng):
     for (B, h, T, _S, d_k), dtype in trials(rng):
         x = randn(rng, (B, T, h * d_k), dtype)
         what = f"split_heads(x {x.shape} {np.dtype(dtype)}, num_heads={h})"
-        calls.append(Call("split_heads", (x, h), array(what, split_heads_forward(x, h)[0], 0.0)))
+        calls.append(Call("split_heads", (x, h), array(what, split_heads_forward(x, h)[0], 0.0), check=_dtype_check(dtype)))
     return calls
 
 
@@ -84,7 +94,8 @@ def _softmax_fault(got, scores, mask):
 def softmax_call(what, scores, mask=None):
     args = (scores,) if mask is None else (scores, mask)
     expected = softmax_forward(scores, mask)[0]
-    return Call("softmax_forward", args, array(what, expected, tol_for(scores.dtype), hint=softmax_hint(scores, mask)))
+    judge = array(what, expected, tol_for(scores.dtype), hint=softmax_hint(scores, mask))
+    return Call("softmax_forward", args, judge, check=SM_PLAIN if mask is None else SM_MASK)
 
 
 def visible_ex02():
@@ -99,6 +110,7 @@ def visible_ex02():
             "softmax_backward",
             (dp, p),
             array("softmax_backward of softmax([1, 2, 3])", softmax_backward(dp, SoftmaxCache(p)), 1e-12),
+            check=SM_BACK,
         ),
     ]
 
@@ -116,7 +128,12 @@ def hidden_ex02(rng):
         calls += [
             softmax_call(f"softmax_forward({shape}, mask)", scores, mask),
             softmax_call(f"softmax_forward({shape}) without mask", scores),
-            Call("softmax_backward", (dp, probs), array(what, softmax_backward(dp, SoftmaxCache(probs)), tol_for(dtype))),
+            Call(
+                "softmax_backward",
+                (dp, probs),
+                array(what, softmax_backward(dp, SoftmaxCache(probs)), tol_for(dtype)),
+                check=SM_BACK,
+            ),
         ]
     return calls
 
@@ -139,7 +156,7 @@ def mask_call(T, S=None):
              "True must mark the future keys (not allowed), False the allowed ones": ~expected}  # fmt: skip
     hint = lambda got: next((why for why, m in slips.items() if np.array_equal(got, m)), None)  # noqa: E731
     what = f"make_causal_mask({T})" if S is None else f"make_causal_mask({T}, {S})"
-    return Call("make_causal_mask", (T,) if S is None else (T, S), array(what, expected, 0, hint=hint))
+    return Call("make_causal_mask", (T,) if S is None else (T, S), array(what, expected, 0, hint=hint), check=CAUSAL)
 
 
 def scale_hint(q, k, mask):
@@ -166,7 +183,8 @@ def _attention_call(what, q, k, v, mask_in, causal, atol):
     mask = mask_in if not causal else (causal_mask(q.shape[-2], k.shape[-2], xp=np) | (False if mask_in is None else mask_in))
     out, w, _ = scaled_dot_product_attention_forward(q, k, v, mask)
     args = (q, k, v) if mask_in is None and not causal else (q, k, v, mask_in, causal)
-    return Call("attention_forward", args, pair(what, out, w, atol, hint=scale_hint(q, k, mask)))
+    check = ATT if mask_in is None and not causal else ATT_MASK
+    return Call("attention_forward", args, pair(what, out, w, atol, hint=scale_hint(q, k, mask)), check=check)
 
 
 def hidden_ex03(rng):
@@ -193,12 +211,14 @@ def _backward_call(q, k, v, mask, dout, what, atol):
     _, w, cache = scaled_dot_product_attention_forward(q, k, v, mask)
     ref = scaled_dot_product_attention_backward(dout, cache)
 
-    def judge(got):
-        tuple_of(f"attention_backward ({what})", 3, "(dq, dk, dv)")(got)
-        for i in (2, 0, 1):  # dv first: dq and dk follow from it
+    def part(i):
+        def judge(got):
+            tuple_of(f"attention_backward ({what})", 3, "(dq, dk, dv)")(got)
             check_array(f"attention_backward ({what}): {('dq', 'dk', 'dv')[i]}", got[i], ref[i], atol)
 
-    return Call("attention_backward", (dout, q, k, v, w), judge)
+        return (DQ, DK, DV)[i], judge
+
+    return Call("attention_backward", (dout, q, k, v, w), parts=(part(2), part(0), part(1)))  # dv first
 
 
 def hidden_ex04(rng):
@@ -215,10 +235,10 @@ def hidden_ex04(rng):
 # ---- exercise 5: combine heads ------------------------------------------------------------
 def visible_ex05():
     x = np.arange(2 * 2 * 3 * 2, dtype=np.float64).reshape(2, 2, 3, 2)  # B=2, h=2, T=3, d_k=2
-    return [
+    return checked(F64, [
         Call("combine_heads", (x,), array("combine_heads(x (2, 2, 3, 2))", combine_heads_forward(x)[0], 0.0)),
         expect_raises("ValueError", "combine_heads", x[0], what="combine_heads of a 3-D array"),
-    ]
+    ])  # fmt: skip
 
 
 def hidden_ex05(rng):
@@ -226,5 +246,5 @@ def hidden_ex05(rng):
     for (B, h, T, _S, d_k), dtype in trials(rng):
         x = randn(rng, (B, h, T, d_k), dtype)
         what = f"combine_heads(x {x.shape} {np.dtype(dtype)})"
-        calls.append(Call("combine_heads", (x,), array(what, combine_heads_forward(x)[0], 0.0)))
+        calls.append(Call("combine_heads", (x,), array(what, combine_heads_forward(x)[0], 0.0), check=_dtype_check(dtype)))
     return calls

@@ -14,7 +14,8 @@ DESCRIPTION = "Grade the mhattn exercises: visible and hidden tests, points per 
 FILES = f"{EXERCISES[0].marker}_*.py ... {EXERCISES[-1].marker}_*.py ({len(EXERCISES)} exercises)"
 EPILOG = """\
 JSON report (--json), every key:
-  exercises   one record per exercise graded: name, points, max_points, reason (one line)
+  exercises   one record per exercise graded: name, points, max_points, reason (one line), checks
+              (the exercise's named checks, each with name, points, max_points, reason: its points split)
   total       points scored
   max_total   points possible for the exercises graded
   seed        seed of the hidden tests' random inputs (--seed repeats them)
@@ -57,7 +58,9 @@ def non_negative_int(text):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", nargs="?", default="exercises", help=f"folder with {FILES} (default: %(default)s)")
+    p.add_argument("path", nargs="?", default="exercises",
+                   help=f"folder with {FILES}, or one of those files (default: %(default)s, or this folder when run "
+                   "inside it)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the report as JSON (keys below)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="grade only these exercises (e.g. ex03 or ex03_attention_forward)")
     p.add_argument(

@@ -8,6 +8,7 @@ trusted parent process) runs on the returned value. The judge holds the expected
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,6 +26,9 @@ class Call:
     """One call of the learner's ``fn(*args)``: ``judge(result)`` raises GradeFailure when it is wrong.
 
     With ``raises`` (an exception class name such as ``"ValueError"``) the call must raise that instead.
+    ``check`` names the exercise's check (see ``spec.Exercise.checks``) this call counts for. A call whose
+    result has parts scored apart (e.g. each gradient of a backward) gives ``parts``: ``((check, judge), ...)``
+    in place of ``judge`` and ``check``.
     """
 
     fn: str
@@ -32,6 +36,17 @@ class Call:
     judge: Callable | None = None
     raises: str | None = None
     what: str = ""
+    check: str = ""
+    parts: tuple = ()
+
+    def judged(self) -> tuple:
+        """``((check, judge), ...)``: what this call's result is scored on (judge None: it must raise)."""
+        return self.parts or ((self.check, self.judge),)
+
+
+def checked(check: str, calls) -> list[Call]:
+    """``calls`` (a list of :class:`Call`), each counting for ``check``."""
+    return [dataclasses.replace(c, check=check) for c in calls]
 
 
 def expect_raises(exc: str, fn: str, *args, what: str) -> Call:

@@ -82,13 +82,12 @@ def plan(ex: Exercise, seed: int):
 
 
 def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, session: Session) -> dict:
-    """``{"name", "points", "max_points", "reason"}`` for one exercise of ``folder``."""
-    row = {"name": ex.name, "points": 0, "max_points": ex.points}
+    """``{"name", "points", "max_points", "reason", "checks"}`` for one exercise of ``folder`` (see :func:`verdict.row`)."""
     path = (folder / ex.filename).resolve()
     source, refused = scan.read_source(path)
     refused = linked_away(folder, ex.filename) or refused or scan.scan_imports(source, ex.banned)
     if refused:
-        return {**row, "reason": one_line(refused)}
+        return verdict.row(ex.name, verdict.all_failed(ex.checks, refused))
     calls, n_visible = plan(ex, seed)
     stubs = stubs_for(ex.hidden_modules, ex.name)
     make_cmd, seen_as = session.command(ex, path, stubs)
@@ -97,11 +96,12 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
                "calls": [{"fn": c.fn, "args": list(c.args)} for c in calls]}  # fmt: skip
     before = None if session.sandbox else files_state()
     outcome = launch.run(make_cmd, frame(request), limits, session.env(), str(session.tmp / "cwd"))
-    points, reason = verdict.score(ex.points, calls, n_visible, outcome, limits, path.name)
+    checks = verdict.score(ex.checks, calls, n_visible, outcome, limits, path.name)
     changed = [] if before is None else sorted(set(before.items()) ^ set(files_state().items()))
     if changed:  # only without a sandbox can a submission write there; later runs would use the files
-        points, reason = 0, one_line(f"changed {changed[0][0]} while it was graded: reinstall mhattn before grading again")
-    return {**row, "points": min(points, ex.points), "reason": reason}
+        why = f"changed {changed[0][0]} while it was graded: reinstall mhattn before grading again"
+        checks = verdict.all_failed(ex.checks, why)
+    return verdict.row(ex.name, checks)
 
 
 def linked_away(folder: Path, filename: str) -> str | None:
@@ -152,7 +152,8 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
     """Grade every exercise file under ``path``.
 
     Args:
-        path: folder holding the exercise files (``ex01_split_heads.py``, ...: one per entry of ``spec.EXERCISES``).
+        path: folder holding the exercise files (``ex01_split_heads.py``, ...: one per entry of ``spec.EXERCISES``),
+            or one exercise file (that exercise only, unless ``only`` says otherwise).
         only: names of exercises to grade (full or short, e.g. ``"ex03"``); default all.
         timeout: wall-clock seconds per exercise (also its CPU-time limit, rounded up).
         seed: seed of the hidden tests' random inputs; default a fresh one every run.
@@ -161,15 +162,16 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
         sandbox_mode: None: bubblewrap where it works; False: never; True: required.
 
     Returns:
-        ``{"exercises": [{"name", "points", "max_points", "reason"}, ...], "total", "max_total", "seed", "sandbox"}``.
+        ``{"exercises": [{"name", "points", "max_points", "reason", "checks"}, ...], "total", "max_total", "seed",
+        "sandbox"}``; ``checks``: ``[{"name", "points", "max_points", "reason"}, ...]``, the exercise's named checks.
 
     Raises:
-        FileNotFoundError: ``path`` is not a folder. KeyError: an unknown name in ``only``.
+        FileNotFoundError: ``path`` is neither a folder nor an exercise file (:func:`where`). KeyError: an unknown
+            name in ``only``.
         ValueError: ``timeout``, ``memory`` or ``jobs`` not positive. RuntimeError: a sandbox is required but unavailable.
     """
-    folder = Path(path)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"no folder {folder} (give the folder that holds your exercise files)")
+    folder, one = where(path)
+    only = [one] if one and not only else only
     for name, value in (("timeout", timeout), ("memory", memory), ("jobs", jobs)):
         if not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{name} must be > 0, got {value}")
@@ -194,6 +196,29 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
     }
 
 
+def where(path) -> tuple[Path, str | None]:
+    """``(folder to grade, exercise name or None)`` for ``path``: a folder of exercise files, one exercise file,
+    or the default ``exercises`` when the current folder is that folder itself (``mhattn grade`` inside it).
+
+    Raises:
+        FileNotFoundError: none of these (the message says what to give).
+    """
+    target = Path(path)
+    if target.is_file():
+        ex = next((e for e in EXERCISES if e.filename == target.name), None)
+        if ex is None:
+            raise FileNotFoundError(f"{target} is not an exercise file (expected one of {EXERCISES[0].filename} ... "
+                                    f"{EXERCISES[-1].filename}, or the folder that holds them)")  # fmt: skip
+        return target.parent, ex.name
+    if target.is_dir():
+        return target, None
+    here = Path.cwd()
+    if str(path) == "exercises" and any((here / e.filename).is_file() for e in EXERCISES):
+        return here, None  # run inside exercises/ itself
+    raise FileNotFoundError(f"no folder {target} here (give the folder that holds your exercise files, or one "
+                            f"exercise file such as {Path('exercises') / EXERCISES[0].filename})")  # fmt: skip
+
+
 def format_table(report: dict) -> str:
     """The report as a plain-text table: one row per exercise, then the total (and what no sandbox means)."""
     width = max(len(r["name"]) for r in report["exercises"]) + 2
@@ -201,6 +226,10 @@ def format_table(report: dict) -> str:
     for r in report["exercises"]:
         score = f"{r['points']}/{r['max_points']}"
         lines.append(f"{r['name']:<{width}}{score:>8}  {one_line(r['reason'])}")
+        if 0 < r["points"] < r["max_points"]:  # partly right: each check that failed, under its exercise
+            for c in r.get("checks", []):
+                if c["points"] < c["max_points"]:
+                    lines.append(f"{'  - ' + c['name']:<{width}}{'0/' + str(c['max_points']):>8}  {one_line(c['reason'])}")
     lines.append("-" * (width + 40))
     lines.append(f"{'total':<{width}}{str(report['total']) + '/' + str(report['max_total']):>8}")
     lines.append(f"(hidden tests used seed {report['seed']}; pass --seed {report['seed']} to rerun them)")

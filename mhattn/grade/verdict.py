@@ -2,7 +2,9 @@
 
 The reply is untrusted data. It is checked against the shape this module expects; anything else
 is a malformed reply and scores 0 for that exercise only. Points come from the exercise spec,
-never from the reply.
+never from the reply: each named check of the exercise scores its points when every call (or part
+of a call) counting for it passes. A submission that reaches for a hidden reference (mhattn's own
+step, another library, the grader) forfeits the whole exercise, whatever its other checks say.
 """
 
 from __future__ import annotations
@@ -72,28 +74,48 @@ def exception_text(r: dict, filename: str, memory: int) -> str:
     return f"exception {text}{where}"
 
 
-def judge_one(call: Call, res: dict, stage: str, filename: str, memory: int) -> str | None:
-    """The reason this call failed, or None when it passed."""
+# what a hidden reference says when it is used (stubs.py, the worker's import hook): the exercise is forfeit
+FORFEIT = ("is hidden while", "is not available while grading")
+
+
+def _not_a_value(call: Call, res: dict, stage: str, filename: str, memory: int) -> tuple[bool, str | None]:
+    """``(decided, reason)`` for a call that raised, modified an input, or had to raise."""
     if "raised" in res:
         r = res["raised"]
         if call.raises and call.raises in r["mro"]:
-            return None
+            return True, None
         if "NotImplementedError" in r["mro"]:
-            return f"not implemented yet: {r['function'] or call.fn} raises NotImplementedError"
+            return True, f"not implemented yet: {r['function'] or call.fn} raises NotImplementedError"
         if call.raises:
-            return f"{stage} failed: {call.what}: raised {r['type']}, expected {call.raises}"
-        return f"{stage}: {exception_text(r, filename, memory)}"
+            return True, f"{stage} failed: {call.what}: raised {r['type']}, expected {call.raises}"
+        return True, f"{stage}: {exception_text(r, filename, memory)}"
     if "mutated" in res:
-        return f"{stage} failed: {call.fn} modified its input {res['mutated']} in place (inputs must be left unchanged)"
+        return True, f"{stage} failed: {call.fn} modified its input {res['mutated']} in place (inputs must be left unchanged)"
     if call.raises:
-        return f"{stage} failed: {call.what}: no {call.raises} raised"
-    try:
-        call.judge(res["value"])
-    except GradeFailure as err:
-        return f"{stage} failed: {err}"
-    except Exception as err:  # noqa: BLE001 - a value no judge expects (e.g. an array of dates)
-        return f"{stage} failed: {call.fn} returned a value the grader cannot compare ({type(err).__name__})"
-    return None
+        return True, f"{stage} failed: {call.what}: no {call.raises} raised"
+    return False, None
+
+
+def judge_parts(call: Call, res: dict, stage: str, filename: str, memory: int) -> list[tuple[str, str | None]]:
+    """``[(check, reason or None when it passed), ...]``: one entry per part of this call."""
+    decided, why = _not_a_value(call, res, stage, filename, memory)
+    if decided:
+        return [(check, why) for check, _ in call.judged()]
+    out = []
+    for check, judge in call.judged():
+        try:
+            judge(res["value"])
+            out.append((check, None))
+        except GradeFailure as err:
+            out.append((check, f"{stage} failed: {err}"))
+        except Exception as err:  # noqa: BLE001 - a value no judge expects (e.g. an array of dates)
+            out.append((check, f"{stage} failed: {call.fn} returned a value the grader cannot compare ({type(err).__name__})"))
+    return out
+
+
+def judge_one(call: Call, res: dict, stage: str, filename: str, memory: int) -> str | None:
+    """The reason this call failed (its first failing part), or None when it passed."""
+    return next((why for _, why in judge_parts(call, res, stage, filename, memory) if why), None)
 
 
 def ended(outcome: Outcome, limits: Limits) -> str:
@@ -113,20 +135,47 @@ def ended(outcome: Outcome, limits: Limits) -> str:
     return f"the grading process ended before its reply was complete (exit code {rc}){last}"
 
 
-def score(points: int, calls: list[Call], n_visible: int, outcome: Outcome, limits: Limits, filename: str) -> tuple[int, str]:
-    """``(points or 0, one-line reason)`` for one exercise from the worker's outcome."""
+PASSED = "all visible and hidden tests passed"
+
+
+def checks_row(checks, failed: dict[str, str]) -> list[dict]:
+    """``[{"name", "points", "max_points", "reason"}, ...]``: the exercise's checks, each failed one with its reason."""
+    return [{"name": name, "points": 0 if name in failed else pts, "max_points": pts,
+             "reason": one_line(failed.get(name, PASSED))} for name, pts in checks]  # fmt: skip
+
+
+def row(name: str, checks: list[dict]) -> dict:
+    """``{"name", "points", "max_points", "reason", "checks"}`` of one exercise from its scored checks."""
+    reasons = [c["reason"] for c in checks if c["points"] < c["max_points"]]
+    return {"name": name, "points": sum(c["points"] for c in checks), "max_points": sum(c["max_points"] for c in checks),
+            "reason": reasons[0] if reasons else PASSED, "checks": checks}  # fmt: skip
+
+
+def all_failed(checks, reason: str) -> list[dict]:
+    """Every check scores 0 for one reason (a file that did not load, a refused import, a timeout)."""
+    return checks_row(checks, {name: reason for name, _ in checks})
+
+
+def score(checks, calls: list[Call], n_visible: int, outcome: Outcome, limits: Limits, filename: str) -> list[dict]:
+    """The exercise's checks (``checks``: ``((name, points), ...)``), scored from the worker's outcome.
+
+    Each failed check's reason is the first failure among its calls; :func:`first_reason` gives the exercise's.
+    """
     if outcome.reply is None:
-        return 0, one_line(ended(outcome, limits))
+        return all_failed(checks, ended(outcome, limits))
     try:
         reply = validate(read_frame(outcome.reply), len(calls))
     except Exception as err:  # noqa: BLE001 - whatever the reply holds, it is only data
-        return 0, one_line(f"the grading process sent a malformed reply ({type(err).__name__}: {err})")
+        return all_failed(checks, f"the grading process sent a malformed reply ({type(err).__name__}: {err})")
     if reply["load"] is not None:
-        return 0, one_line(f"loading the file: {exception_text(reply['load'], filename, limits.memory)}")
+        return all_failed(checks, f"loading the file: {exception_text(reply['load'], filename, limits.memory)}")
     if reply["missing"]:
-        return 0, one_line(f"missing function(s): {', '.join(reply['missing'])}")
+        return all_failed(checks, f"missing function(s): {', '.join(reply['missing'])}")
+    failed: dict[str, str] = {}
     for i, (call, res) in enumerate(zip(calls, reply["outcomes"], strict=True)):
-        why = judge_one(call, res, "visible test" if i < n_visible else "hidden test", filename, limits.memory)
-        if why:
-            return 0, one_line(why)
-    return points, "all visible and hidden tests passed"
+        for check, why in judge_parts(call, res, "visible test" if i < n_visible else "hidden test", filename, limits.memory):
+            if why and "raised" in res and any(word in res["raised"]["message"] for word in FORFEIT):
+                return all_failed(checks, why)
+            if why:
+                failed.setdefault(check, why)
+    return checks_row(checks, failed)
