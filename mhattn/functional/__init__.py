@@ -2,11 +2,13 @@
 
 Every ``*_forward`` returns ``(out, cache)`` (attention: ``(out, weights, cache)``);
 every ``*_backward(dout, cache)`` returns the gradients of the forward's array
-inputs, in order. Arrays may be NumPy or CuPy: each op uses its inputs' module.
+inputs, in order. Arrays may be any array-API array (NumPy, CuPy, torch, array-api-strict):
+each op takes its namespace from its inputs (:func:`mhattn.backend.array_namespace`), makes new
+arrays on their device and returns arrays of that namespace and device.
 
 No forward hands back an array its cache holds: outputs are fresh arrays, except the
 softmax probabilities, the attention weights and ``dropout_forward(x, 0)``, which are
-read-only views on NumPy and copies on CuPy (it has no read-only flag). Each public
+read-only views on NumPy and copies elsewhere (no read-only flag there). Each public
 forward checks its inputs once; the inner steps it calls assume checked inputs.
 """
 

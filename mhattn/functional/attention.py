@@ -24,10 +24,11 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from mhattn.backend import broadcasts_to, get_array_module, read_only
+from mhattn.backend import array_namespace, broadcasts_to, read_only
 from mhattn.functional.checks import check_attention_inputs, check_dropout
 from mhattn.functional.masks import add_mask, cast_mask, check_mask_kind, dead_keys
 from mhattn.functional.softmax import SoftmaxCache, masked_softmax, softmax_backward
+from mhattn.xp_extra import uniform
 
 
 class AttentionCache(NamedTuple):
@@ -44,30 +45,34 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
     """Attention of every query over every key, per batch element and head.
 
     Args:
-        q: ``(B, h, T, d_k)`` float32/float64 queries.
-        k: ``(B, h, S, d_k)`` keys, same dtype.
-        v: ``(B, h, S, d_v)`` values, same dtype.
+        q: ``(B, h, T, d_k)`` float32/float64 queries, any array-API array (NumPy, CuPy, torch,
+            array-api-strict).
+        k: ``(B, h, S, d_k)`` keys, same dtype, namespace and device.
+        v: ``(B, h, S, d_v)`` values, same dtype, namespace and device.
         mask: bool (True = not allowed) or float (added to the scores), broadcastable
             to ``(B, h, T, S)``; ``None`` for no mask. A key hidden from every query
             (True, or ``-inf``, in its whole column) has no influence on any output or
             gradient, whatever ``k`` and ``v`` hold there (NaN and inf included).
         dropout_p: probability of dropping a weight (0 disables dropout).
-        rng: ``numpy.random.Generator`` for the dropout mask (drawn on the host).
+        rng: ``numpy.random.Generator`` for the dropout mask (drawn on the host, moved explicitly to
+            ``q``'s device: the same seed drops the same weights on every library).
 
     Returns:
-        ``(out, weights, cache)``: ``out`` ``(B, h, T, d_v)``; ``weights``
+        ``(out, weights, cache)``, of ``q``'s namespace and device: ``out`` ``(B, h, T, d_v)``; ``weights``
         ``(B, h, T, S)`` *before* dropout (each row sums to 1, or 0 if fully masked),
-        read-only (a view of the cached weights on NumPy, a copy on CuPy).
+        read-only (a view of the cached weights on NumPy, a copy elsewhere).
 
     Raises:
-        TypeError: ``q``, ``k``, ``v`` are not float arrays of one dtype; ``mask`` is neither bool nor float.
+        TypeError: ``q``, ``k``, ``v`` are not float arrays of one dtype; ``mask`` is neither bool nor float;
+            arrays of two libraries.
         ValueError: shapes disagree, the mask does not broadcast to ``(B, h, T, S)`` or holds
-            NaN or +inf, ``dropout_p`` is outside [0, 1), or dropout is asked for without ``rng``.
+            NaN or +inf, ``dropout_p`` is outside [0, 1), dropout is asked for without ``rng``,
+            or arrays on two devices.
     """
     check_attention_inputs(q, k, v)
     if mask is not None:
         check_mask_kind("mask", mask)
-        get_array_module(q, mask)
+        array_namespace(q, mask)
         scores_shape = (*q.shape[:-1], k.shape[-2])
         if not broadcasts_to(mask.shape, scores_shape):
             raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores {scores_shape}")
@@ -83,19 +88,19 @@ def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
     caller hands out a read-only view or a copy).
     """
     assert q.shape[-1] == k.shape[-1] and k.shape[-2] == v.shape[-2], (q.shape, k.shape, v.shape)
-    xp = get_array_module(q)
+    xp = array_namespace(q)
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
     if mask is not None:
         # 0. keys hidden from every query are zeroed: their weight is exactly 0, and 0 * NaN would still be NaN
         dead = dead_keys(mask)[..., None]  # (..., S, 1)
-        k, v = xp.where(dead, 0, k), xp.where(dead, 0, v)  # (B, h, S, d_k), (B, h, S, d_v)
+        k, v = xp.where(dead, 0.0, k), xp.where(dead, 0.0, v)  # (B, h, S, d_k), (B, h, S, d_v)
     # 1. similarity of every query with every key
-    scores = q @ k.swapaxes(-1, -2)  # (B, h, T, S)
+    scores = q @ k.mT  # (B, h, T, S)
     # 2. scale by 1/sqrt(d_k), in place on the fresh GEMM result
     scores *= scale
     # 3. a float mask is added; a bool mask is applied inside the softmax
     bool_mask = None
-    if mask is not None and mask.dtype == bool:
+    if mask is not None and mask.dtype == xp.bool:
         bool_mask = mask
     elif mask is not None:
         scores = add_mask(scores, cast_mask(mask, scores.dtype))  # without overflow
@@ -103,8 +108,8 @@ def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
     # 4. dropout on the weights, rescaled by 1/(1-p) so the expectation is kept
     keep, dropped = None, weights
     if dropout_p > 0.0:
-        keep_host = (rng.random(weights.shape) >= dropout_p) / (1.0 - dropout_p)
-        keep = xp.asarray(keep_host, dtype=weights.dtype)  # host -> device of the inputs
+        u = uniform(xp, rng, weights.shape, weights)  # (B, h, T, S) float64, seeded host draw moved to the device
+        keep = xp.astype(u >= dropout_p, weights.dtype) * (1.0 / (1.0 - dropout_p))  # 0 or 1/(1-p)
         dropped = weights * keep
     # 5. weighted sum of the values
     out = dropped @ v  # (B, h, T, d_v)
@@ -115,15 +120,15 @@ def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
     """Gradients of :func:`scaled_dot_product_attention_forward`.
 
     Args:
-        dout: ``(B, h, T, d_v)`` upstream gradient.
+        dout: ``(B, h, T, d_v)`` upstream gradient, of the forward's namespace and device.
 
     Returns:
-        ``(dq, dk, dv)`` with the shapes of ``q``, ``k``, ``v``.
+        ``(dq, dk, dv)`` with the shapes of ``q``, ``k``, ``v``, on their namespace and device.
     """
     q, k, v, scale, sm_cache, keep, dropped = cache
     # step 5 was: out = dropped @ v
-    ddropped = dout @ v.swapaxes(-1, -2)  # (B, h, T, S)
-    dv = dropped.swapaxes(-1, -2) @ dout  # (B, h, S, d_v)
+    ddropped = dout @ v.mT  # (B, h, T, S)
+    dv = dropped.mT @ dout  # (B, h, S, d_v)
     # step 4 was: dropout -> the same kept entries, the same rescaling
     dweights = ddropped * keep if keep is not None else ddropped
     # step 3 was: mask + softmax -> masked entries get zero gradient
@@ -132,6 +137,6 @@ def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
     dscores *= scale
     # step 1 was: q @ k^T
     dq = dscores @ k  # (B, h, T, d_k)
-    dk = dscores.swapaxes(-1, -2) @ q  # (B, h, S, d_k)
+    dk = dscores.mT @ q  # (B, h, S, d_k)
     # step 0 was: zero the keys hidden from every query -> their weights are 0, so dk and dv are 0 there already
     return dq, dk, dv

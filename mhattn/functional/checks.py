@@ -9,21 +9,27 @@ reads only shapes and dtypes, except the NaN/+inf scan of a float mask
 
 from __future__ import annotations
 
-from mhattn.backend import get_array_module, is_array
+from mhattn.backend import array_namespace, is_array
 
 WEIGHT_NAMES = ("W_q", "W_k", "W_v", "W_o")
 BIAS_NAMES = ("b_q", "b_k", "b_v", "b_o")
 
 
+ARRAY_KINDS = "an array (NumPy, CuPy, torch or array-api-strict; see mhattn.asarray)"
+
+
 def check_float_array(name, a, dtype=None):
-    """``a`` must be a float NumPy/CuPy ndarray (of ``dtype`` when given).
+    """``a`` must be a real floating array of a supported library (of ``dtype`` when given).
+
+    Supported: any array-API array mhattn knows (NumPy, CuPy, torch, array-api-strict; see
+    :func:`mhattn.backend.is_array`). Compare ``dtype`` only with arrays of ``a``'s library.
 
     Raises:
-        TypeError: a list, tensor or other object; a non-float dtype; a dtype other than ``dtype``.
+        TypeError: a list, masked array or other object; a non-float dtype; a dtype other than ``dtype``.
     """
     if not is_array(a):
-        raise TypeError(f"{name} must be a NumPy or CuPy array (see mhattn.asarray), got {type(a).__name__}")
-    if a.dtype.kind != "f":
+        raise TypeError(f"{name} must be {ARRAY_KINDS}, got {type(a).__name__}")
+    if not array_namespace(a).isdtype(a.dtype, "real floating"):
         raise TypeError(f"{name} must be a float32 or float64 array, got {a.dtype}")
     if dtype is not None and a.dtype != dtype:
         raise TypeError(f"{name} has dtype {a.dtype} but the parameters are {dtype}; cast one of them")
@@ -52,7 +58,9 @@ def check_params(params, num_heads):
     missing = [n for n in WEIGHT_NAMES if n not in params]
     if missing:
         raise KeyError(f"params lacks {missing}; it has {sorted(params)}")
-    check_float_array("W_q", params["W_q"])
+    for name in WEIGHT_NAMES:
+        check_float_array(name, params[name])
+    array_namespace(*(params[n] for n in WEIGHT_NAMES))  # one library, one device, before dtypes are compared
     dtype = params["W_q"].dtype
     for name in WEIGHT_NAMES:
         check_float_array(name, params[name], dtype)
@@ -78,22 +86,24 @@ def check_mha_inputs(query, key, value, params, num_heads, head_mask=None):
 
     Raises:
         TypeError: a non-array or non-float input, a dtype that differs from the
-            parameters', or NumPy and CuPy arrays mixed.
-        ValueError: a wrong rank or dimension (the message gives the numbers).
+            parameters', or arrays of two libraries (NumPy and torch, say).
+        ValueError: a wrong rank or dimension (the message gives the numbers); arrays on two devices.
         KeyError: a missing parameter.
     """
     if isinstance(num_heads, bool) or not isinstance(num_heads, int):
         raise TypeError(f"num_heads must be an int, got {num_heads!r}")
     check_params(params, num_heads)
     dtype = params["W_q"].dtype
-    for name, x, wname in (("query", query, "W_q"), ("key", key, "W_k"), ("value", value, "W_v")):
+    inputs = (("query", query, "W_q"), ("key", key, "W_k"), ("value", value, "W_v"))
+    for name, x, _ in inputs:
         check_float_array(name, x)
+    array_namespace(query, key, value, head_mask, *params.values())
+    for name, x, wname in inputs:
         if x.ndim != 3:
             raise ValueError(f"{name} must be 3-D (B, L, E) (batch first), got shape {x.shape}")
         if x.shape[-1] != params[wname].shape[0]:
             raise ValueError(f"{name} has trailing dimension {x.shape[-1]}, but {wname} expects {params[wname].shape[0]}")
         check_float_array(name, x, dtype)
-    get_array_module(query, key, value, head_mask, *params.values())
     if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
         raise ValueError(
             f"batch/length mismatch: query {query.shape}, key {key.shape}, value {value.shape} "
@@ -113,11 +123,13 @@ def check_attention_inputs(q, k, v):
     """Kinds, dtypes and shapes of ``q (..., T, d_k)``, ``k (..., S, d_k)``, ``v (..., S, d_v)``.
 
     Raises:
-        TypeError: not float arrays of one dtype, or NumPy and CuPy mixed.
-        ValueError: shapes that do not fit together.
+        TypeError: not float arrays of one dtype, or arrays of two libraries.
+        ValueError: shapes that do not fit together, or arrays on two devices.
     """
     for name, a in (("q", q), ("k", k), ("v", v)):
-        check_float_array(name, a, q.dtype if name != "q" else None)
-    get_array_module(q, k, v)
+        check_float_array(name, a)
+    array_namespace(q, k, v)
+    for name, a in (("k", k), ("v", v)):
+        check_float_array(name, a, q.dtype)
     if q.ndim < 2 or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2] or q.shape[-1] == 0:
         raise ValueError(f"attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit together")

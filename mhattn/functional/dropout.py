@@ -1,14 +1,16 @@
 """Inverted dropout, Srivastava et al. 2014; used on sub-layer outputs (Vaswani §5.4).
 
 Kept entries are scaled by ``1/(1-p)`` during training so nothing changes at test time.
-The mask is drawn on the host from a seeded ``numpy.random.Generator``.
+The mask is drawn on the host from a seeded ``numpy.random.Generator`` and moved explicitly to the
+input's device (:func:`mhattn.xp_extra.uniform`), so the same seed drops the same entries on every library.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import get_array_module, read_only
+from mhattn.backend import array_namespace, read_only
+from mhattn.xp_extra import uniform
 
 
 class DropoutCache(NamedTuple):
@@ -19,12 +21,13 @@ def dropout_forward(x, p, rng=None):
     """Zero each entry with probability ``p`` and rescale the rest.
 
     Args:
-        x: any float array. p: drop probability in [0, 1); 0 returns ``x`` unchanged.
+        x: any float array-API array (NumPy, CuPy, torch, array-api-strict).
+        p: drop probability in [0, 1); 0 returns ``x`` unchanged.
         rng: ``numpy.random.Generator``, needed when ``p > 0``.
 
     Returns:
-        ``(out, cache)``, ``out`` shaped like ``x``: a fresh array when ``p > 0``; with
-        ``p = 0`` a read-only view of ``x`` on NumPy (a copy on CuPy), never ``x`` itself.
+        ``(out, cache)``, ``out`` shaped like ``x``, of its dtype, namespace and device: a fresh array
+        when ``p > 0``; with ``p = 0`` a read-only view of ``x`` on NumPy (a copy elsewhere), never ``x`` itself.
 
     Raises:
         ValueError: ``p`` outside [0, 1), or ``p > 0`` without ``rng``.
@@ -35,9 +38,9 @@ def dropout_forward(x, p, rng=None):
         return read_only(x), DropoutCache(None)
     if rng is None:
         raise ValueError("dropout: p > 0 needs rng, a numpy.random.Generator")
-    xp = get_array_module(x)
-    # 1. keep-mask with the inverted-dropout scale
-    keep = xp.asarray((rng.random(x.shape) >= p) / (1.0 - p), dtype=x.dtype)
+    xp = array_namespace(x)
+    # 1. keep-mask with the inverted-dropout scale: 0 or 1/(1-p)
+    keep = xp.astype(uniform(xp, rng, x.shape, x) >= p, x.dtype) * (1.0 / (1.0 - p))
     return x * keep, DropoutCache(keep)
 
 

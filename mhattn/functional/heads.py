@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from mhattn.backend import array_namespace
+
 
 class HeadsCache(NamedTuple):
     num_heads: int  # h: all either op needs to undo itself
@@ -17,7 +19,8 @@ class HeadsCache(NamedTuple):
 def split_heads_forward(x, num_heads: int):
     """``(B, T, d_model)`` -> ``(B, h, T, d_k)``, head i holding columns ``i*d_k:(i+1)*d_k``.
 
-    Returns a view where possible (no copy). dtype is kept.
+    ``x``: any array-API array (NumPy, CuPy, torch, array-api-strict). Returns a view where the
+    library can (no copy); dtype, namespace and device are kept.
 
     Raises:
         ValueError: ``x`` is not 3-D, or ``d_model`` is not divisible by ``num_heads``.
@@ -28,10 +31,11 @@ def split_heads_forward(x, num_heads: int):
     if num_heads < 1 or d_model % num_heads:
         raise ValueError(f"split_heads: d_model={d_model} is not divisible by num_heads={num_heads}")
     d_k = d_model // num_heads
+    xp = array_namespace(x)
     # 1. cut the feature axis into h slices of d_k
-    x = x.reshape(B, T, num_heads, d_k)  # (B, T, h, d_k)
+    x = xp.reshape(x, (B, T, num_heads, d_k))  # (B, T, h, d_k)
     # 2. bring the head axis in front of the positions
-    return x.transpose(0, 2, 1, 3), HeadsCache(num_heads)  # (B, h, T, d_k)
+    return xp.permute_dims(x, (0, 2, 1, 3)), HeadsCache(num_heads)  # (B, h, T, d_k)
 
 
 def split_heads_backward(dout, cache: HeadsCache):
@@ -42,7 +46,8 @@ def split_heads_backward(dout, cache: HeadsCache):
 def combine_heads_forward(x):
     """The concat: ``(B, h, T, d_k)`` -> ``(B, T, h*d_k)``, heads side by side in order.
 
-    The result is C-contiguous (one copy; a view when h == 1), ready for a 2-D GEMM.
+    The result is C-contiguous on NumPy (one copy; a view when h == 1), ready for a 2-D GEMM;
+    namespace, device and dtype are ``x``'s.
 
     Raises:
         ValueError: ``x`` is not 4-D.
@@ -50,10 +55,11 @@ def combine_heads_forward(x):
     if x.ndim != 4:
         raise ValueError(f"combine_heads: x must be (B, h, T, d_k), got shape {x.shape}")
     B, h, T, d_k = x.shape
+    xp = array_namespace(x)
     # 1. positions back in front of heads
-    x = x.transpose(0, 2, 1, 3)  # (B, T, h, d_k)
+    x = xp.permute_dims(x, (0, 2, 1, 3))  # (B, T, h, d_k)
     # 2. glue the heads' features together (copies: the view is not contiguous)
-    return x.reshape(B, T, h * d_k), HeadsCache(h)  # (B, T, d_model)
+    return xp.reshape(x, (B, T, h * d_k)), HeadsCache(h)  # (B, T, d_model)
 
 
 def combine_heads_backward(dout, cache: HeadsCache):

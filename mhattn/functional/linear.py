@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import get_array_module
+from mhattn.backend import array_namespace
 
 
 class LinearCache(NamedTuple):
@@ -22,27 +22,29 @@ def linear_forward(x, W, b=None):
     """``out = x @ W + b`` on the last axis.
 
     Args:
-        x: ``(..., d_in)`` float32/float64.
+        x: ``(..., d_in)`` float32/float64, any array-API array (NumPy, CuPy, torch, array-api-strict).
         W: ``(d_in, d_out)``, same dtype as ``x``.
         b: ``(d_out,)`` or ``None``.
 
     Returns:
-        ``(out, cache)``; ``out`` is ``(..., d_out)``, dtype of ``x``, a fresh array (not in the cache).
+        ``(out, cache)``; ``out`` is ``(..., d_out)``, dtype, namespace and device of ``x``, a fresh array
+        (not in the cache).
 
     Raises:
-        ValueError: ``x.shape[-1] != W.shape[0]`` or ``b`` is not ``(d_out,)``.
+        ValueError: ``x.shape[-1] != W.shape[0]`` or ``b`` is not ``(d_out,)``; arrays on two devices.
+        TypeError: arrays of two libraries.
     """
     if x.shape[-1] != W.shape[0]:
         raise ValueError(f"linear: x has trailing dimension {x.shape[-1]} but W is {W.shape}")
     if b is not None and b.shape != (W.shape[1],):
         raise ValueError(f"linear: b must have shape ({W.shape[1]},), got {b.shape}")
-    get_array_module(x, W, b)  # refuses NumPy/CuPy mixtures
+    xp = array_namespace(x, W, b)  # refuses two libraries or two devices
     # 1. one 2-D GEMM over all positions: (N, d_in) @ (d_in, d_out)
-    out = x.reshape(-1, x.shape[-1]) @ W  # (N, d_out)
+    out = xp.reshape(x, (-1, x.shape[-1])) @ W  # (N, d_out)
     # 2. add the bias in place on the fresh GEMM result
     if b is not None:
         out += b
-    return out.reshape(*x.shape[:-1], W.shape[1]), LinearCache(x, W, b is not None)
+    return xp.reshape(out, (*x.shape[:-1], W.shape[1])), LinearCache(x, W, b is not None)
 
 
 def linear_backward(dout, cache: LinearCache):
@@ -57,10 +59,11 @@ def linear_backward(dout, cache: LinearCache):
         (``db`` is ``None`` when the forward had no bias).
     """
     x, W, has_bias = cache
-    dout2 = dout.reshape(-1, dout.shape[-1])  # (N, d_out)
+    xp = array_namespace(dout, W)
+    dout2 = xp.reshape(dout, (-1, dout.shape[-1]))  # (N, d_out)
     # step 2 was: + b  -> db sums over every position
-    db = dout2.sum(axis=0) if has_bias else None  # (d_out,)
+    db = xp.sum(dout2, axis=0) if has_bias else None  # (d_out,)
     # step 1 was: x @ W -> dx = dout W^T, dW = x^T dout
-    dx = (dout2 @ W.T).reshape(x.shape)  # (..., d_in)
-    dW = x.reshape(-1, x.shape[-1]).T @ dout2  # (d_in, d_out)
+    dx = xp.reshape(dout2 @ W.mT, x.shape)  # (..., d_in)
+    dW = xp.reshape(x, (-1, x.shape[-1])).mT @ dout2  # (d_in, d_out)
     return dx, dW, db

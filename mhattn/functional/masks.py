@@ -12,15 +12,26 @@ but without the ``RuntimeWarning`` ("overflow in add", "overflow in cast").
 
 from __future__ import annotations
 
-from mhattn.backend import broadcast_shape, broadcasts_to, current_array_module, get_array_module, is_array
+from mhattn.backend import (
+    array_namespace,
+    broadcast_shape,
+    broadcasts_to,
+    current_array_module,
+    device_of,
+    get_device,
+    is_array,
+    is_numpy,
+)
 
 
-def causal_mask(T: int, S: int | None = None, xp=None):
+def causal_mask(T: int, S: int | None = None, xp=None, *, device=None):
     """Bool ``(T, S)`` mask, True above the diagonal: query t may see keys 0..t only.
 
     Args:
         T: number of queries; S: number of keys (default ``T``).
-        xp: array module for the result (default: the current backend's).
+        xp: array namespace for the result (default: the current backend's).
+        device: where the result lives (default: the current backend's device when ``xp`` is not given
+            or is the current backend's namespace, else ``xp``'s default device).
 
     Raises:
         ValueError: ``T`` or ``S`` is not a positive integer.
@@ -30,43 +41,49 @@ def causal_mask(T: int, S: int | None = None, xp=None):
         if isinstance(n, bool) or not hasattr(n, "__index__") or n < 1:
             raise ValueError(f"causal_mask: {name} must be a positive int, got {n!r}")
     T, S = int(T), int(S)
-    xp = xp or current_array_module()
-    return xp.triu(xp.ones((T, S), dtype=bool), k=1)  # (T, S)
+    current = current_array_module()
+    xp = xp or current
+    if device is None and xp is current:
+        device = get_device()
+    return xp.triu(xp.ones((T, S), dtype=xp.bool, device=device), k=1)  # (T, S)
 
 
 def check_mask_kind(name, m):
-    """``m`` must be a bool or float NumPy/CuPy array without NaN or +inf.
+    """``m`` must be a bool or real floating array (NumPy, CuPy, torch, array-api-strict) without NaN or +inf.
 
     Raises:
-        TypeError: not an array, or neither bool nor float.
+        TypeError: not an array, or neither bool nor real floating.
         ValueError: a float mask holding NaN or +inf (it would turn weights into NaN).
     """
     if not is_array(m):
-        raise TypeError(f"{name} must be a NumPy or CuPy array (see mhattn.asarray), got {type(m).__name__}")
-    if m.dtype != bool and m.dtype.kind != "f":
+        raise TypeError(
+            f"{name} must be an array (NumPy, CuPy, torch or array-api-strict; see mhattn.asarray), got {type(m).__name__}"
+        )
+    xp = array_namespace(m)
+    if m.dtype != xp.bool and not xp.isdtype(m.dtype, "real floating"):
         raise TypeError(f"{name} must be bool (True = not allowed) or float (added), got dtype {m.dtype}")
-    if m.dtype != bool and bool((m != m).any() | (m == float("inf")).any()):
+    if m.dtype != xp.bool and bool(xp.any(xp.isnan(m) | (m == xp.inf))):
         raise ValueError(f"{name} holds NaN or +inf; use -inf (or a bool mask) for positions that are not allowed")
 
 
 def cast_mask(m, dtype):
     """Float mask ``m`` in ``dtype``; entries beyond ``dtype``'s finite range become ``∓inf`` (no overflow warning).
 
-    A bool mask becomes ``-inf`` where True and 0 elsewhere.
+    A bool mask becomes ``-inf`` where True and 0 elsewhere. Namespace and device are ``m``'s.
     """
-    xp = get_array_module(m)
-    if m.dtype == bool:
-        return xp.where(m, -xp.inf, 0.0).astype(dtype)
+    xp = array_namespace(m)
+    if m.dtype == xp.bool:
+        return xp.where(m, -xp.inf, xp.zeros(m.shape, dtype=dtype, device=device_of(m)))
     fi = xp.finfo(dtype)
-    if m.dtype.itemsize * 8 <= fi.bits:
-        return m.astype(dtype, copy=False)
-    lo, hi = float(fi.min), float(fi.max)  # Python floats: no NumPy scalar meets a CuPy array
-    inside = xp.clip(m, lo, hi).astype(dtype)  # in range: the cast cannot overflow
-    return xp.where(m < lo, -xp.inf, xp.where(m > hi, xp.inf, inside)).astype(dtype, copy=False)
+    if xp.finfo(m.dtype).bits <= fi.bits:
+        return xp.astype(m, dtype, copy=False)
+    lo, hi = float(fi.min), float(fi.max)  # Python floats: no NumPy scalar meets a device array
+    inside = xp.astype(xp.clip(m, lo, hi), dtype)  # in range: the cast cannot overflow
+    return xp.where(m < lo, -xp.inf, xp.where(m > hi, xp.inf, inside))
 
 
 def add_mask(scores, mask):
-    """``scores += mask`` in place, without overflow; returns ``scores`` (callers own it).
+    """``scores + mask`` without overflow; returns the sum (in ``scores`` itself on NumPy: callers own it).
 
     Where the exact sum leaves the finite range of ``scores.dtype`` (two ``finfo.min``
     entries, say) the result is ``-inf`` (``+inf``), as IEEE overflow gives, but no
@@ -74,17 +91,20 @@ def add_mask(scores, mask):
     ``finfo.max - max(mask, 0)`` cannot themselves overflow, and the scores are clamped
     to them before the add. ``mask`` must broadcast to ``scores`` and share its dtype.
     """
-    xp = get_array_module(scores, mask)
+    xp = array_namespace(scores, mask)
     fi = xp.finfo(scores.dtype)
-    low, high = float(fi.min) - xp.minimum(mask, 0), float(fi.max) - xp.maximum(mask, 0)  # mask-shaped bounds
+    low, high = float(fi.min) - xp.minimum(mask, 0.0), float(fi.max) - xp.maximum(mask, 0.0)  # mask-shaped bounds
     low = xp.where(mask == -xp.inf, -xp.inf, low)  # a -inf entry gives -inf by itself: no bound, no flag
     below, above = scores < low, scores > high  # where the sum would leave the range (rarely anywhere)
-    xp.maximum(scores, low, out=scores)
-    xp.minimum(scores, high, out=scores)
-    scores += mask  # in range now
-    xp.copyto(scores, -xp.inf, where=below)
-    xp.copyto(scores, xp.inf, where=above)
-    return scores
+    if is_numpy(xp):  # the same steps in place
+        xp.maximum(scores, low, out=scores)
+        xp.minimum(scores, high, out=scores)
+        scores += mask  # in range now
+        xp.copyto(scores, -xp.inf, where=below)
+        xp.copyto(scores, xp.inf, where=above)
+        return scores
+    total = xp.minimum(xp.maximum(scores, low), high) + mask  # in range now
+    return xp.where(below, -xp.inf, xp.where(above, xp.inf, total))
 
 
 def dead_keys(mask):
@@ -92,9 +112,9 @@ def dead_keys(mask):
 
     Bool entries True and float entries ``-inf`` count as hidden.
     """
-    xp = get_array_module(mask)
-    hidden = mask if mask.dtype == bool else mask == -xp.inf  # (..., T, S)
-    return hidden if hidden.ndim < 2 else hidden.all(axis=-2)  # (..., S)
+    xp = array_namespace(mask)
+    hidden = mask if mask.dtype == xp.bool else mask == -xp.inf  # (..., T, S)
+    return hidden if hidden.ndim < 2 else xp.all(hidden, axis=-2)  # (..., S)
 
 
 def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dtype):
@@ -105,17 +125,18 @@ def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dty
     and the sum is taken without overflow (:func:`add_mask`).
 
     Returns:
-        ``None``, or a bool/``dtype`` array broadcastable to ``(B, h, T, S)``.
+        ``None``, or a bool/``dtype`` array broadcastable to ``(B, h, T, S)``, of the masks' namespace and device.
 
     Raises:
-        TypeError: a mask is neither bool nor float.
-        ValueError: a mask's shape does not fit ``(B, h, T, S)`` / ``(B, S)``, or a float mask holds NaN or +inf.
+        TypeError: a mask is not an array, or neither bool nor float; the masks are of two libraries.
+        ValueError: a mask's shape does not fit ``(B, h, T, S)`` / ``(B, S)``, a float mask holds NaN or +inf,
+            or the masks are on two devices.
     """
     masks = []
     if attn_mask is not None:
         check_mask_kind("attn_mask", attn_mask)
         if attn_mask.ndim == 3 and attn_mask.shape == (B * h, T, S):
-            attn_mask = attn_mask.reshape(B, h, T, S)  # torch's (B*h, T, S) layout
+            attn_mask = array_namespace(attn_mask).reshape(attn_mask, (B, h, T, S))  # torch's (B*h, T, S) layout
         three_d_ambiguous = attn_mask.ndim == 3 and attn_mask.shape[0] != 1  # (h, T, S) or (B, T, S)? refuse, as torch does
         if three_d_ambiguous or not broadcasts_to(attn_mask.shape, (B, h, T, S)):
             raise ValueError(
@@ -127,15 +148,15 @@ def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dty
         check_mask_kind("key_padding_mask", key_padding_mask)
         if key_padding_mask.shape != (B, S):
             raise ValueError(f"key_padding_mask has shape {key_padding_mask.shape}; expected (B, S)=({B}, {S})")
-        masks.append(key_padding_mask.reshape(B, 1, 1, S))
-    get_array_module(*masks)
+        masks.append(array_namespace(key_padding_mask).reshape(key_padding_mask, (B, 1, 1, S)))
+    xp = array_namespace(*masks)
     if not masks:
         return None
-    if all(m.dtype == bool for m in masks):
+    if all(m.dtype == xp.bool for m in masks):
         return masks[0] if len(masks) == 1 else masks[0] | masks[1]
     if len(masks) == 1:
         return cast_mask(masks[0], dtype)
     first = cast_mask(masks[0], dtype)
-    out = get_array_module(first).zeros(broadcast_shape(first.shape, masks[1].shape), dtype=dtype)
+    out = xp.zeros(broadcast_shape(first.shape, masks[1].shape), dtype=dtype, device=device_of(first))
     out += first  # a fresh array of the joint shape, so the sum can be taken in place
     return add_mask(out, cast_mask(masks[1], dtype))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import get_array_module, read_only
+from mhattn.backend import array_namespace, device_of, is_numpy, read_only
 from mhattn.functional.attention import AttentionCache, attend, scaled_dot_product_attention_backward
 from mhattn.functional.attention_tiled import TiledAttentionCache, tiled_attention_backward, tiled_attention_forward
 from mhattn.functional.checks import check_dropout, check_mha_inputs
@@ -33,7 +33,7 @@ from mhattn.functional.heads import (
     split_heads_forward,
 )
 from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
-from mhattn.functional.masks import causal_mask, dead_keys, merge_masks
+from mhattn.functional.masks import cast_mask, causal_mask, dead_keys, merge_masks
 
 PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
 
@@ -47,14 +47,39 @@ class MHACache(NamedTuple):
     out_proj: LinearCache  # step 6
 
 
+def _merged_mask(query, key, attn_mask, key_padding_mask, num_heads):
+    """Step 0: ``attn_mask`` and ``key_padding_mask`` as one mask broadcastable to ``(B, h, T, S)``, or None."""
+    B, T, S = query.shape[0], query.shape[1], key.shape[1]
+    mask = merge_masks(attn_mask, key_padding_mask, B, num_heads, T, S, query.dtype)
+    array_namespace(query, mask)  # the masks' library and device must be the inputs'
+    return mask
+
+
+def _add_causal(mask, query, key):
+    """The merged mask with key s > query t also masked (the plain path's ``is_causal``), on ``query``'s device."""
+    causal = causal_mask(query.shape[1], key.shape[1], array_namespace(query), device=device_of(query))  # (T, S)
+    if mask is None or mask.dtype == causal.dtype:
+        return causal if mask is None else mask | causal
+    return mask + cast_mask(causal, query.dtype)  # a fresh array: the caller's mask is not written
+
+
+def _zero_dead_keys(key, value, mask, num_heads):
+    """``key``/``value`` with the positions hidden from every head and query set to 0 (fresh arrays)."""
+    xp = array_namespace(key)
+    bhs = (key.shape[0], num_heads, key.shape[1])
+    dead = xp.all(xp.broadcast_to(dead_keys(mask), bhs), axis=1)[..., None]  # (B, S, 1)
+    zeroed_key = xp.where(dead, 0.0, key)  # (B, S, kdim)
+    return zeroed_key, (zeroed_key if value is key else xp.where(dead, 0.0, value))  # (B, S, vdim)
+
+
 def _project_qkv(query, key, value, params):
     """Step 1. Self-attention (one array for all three) uses one fused GEMM."""
     W_q, W_k, W_v = params["W_q"], params["W_k"], params["W_v"]
     b_q, b_k, b_v = params.get("b_q"), params.get("b_k"), params.get("b_v")
     if key is query and value is query:
-        xp = get_array_module(query)
-        W_qkv = xp.concatenate([W_q, W_k, W_v], axis=1)  # (d_model, 3 d_model)
-        b_qkv = None if b_q is None else xp.concatenate([b_q, b_k, b_v])
+        xp = array_namespace(query)
+        W_qkv = xp.concat([W_q, W_k, W_v], axis=1)  # (d_model, 3 d_model)
+        b_qkv = None if b_q is None else xp.concat([b_q, b_k, b_v])
         qkv, _ = linear_forward(query, W_qkv, b_qkv)  # (B, T, 3 d_model)
         Q, K, V = (qkv[..., i * W_q.shape[1] : (i + 1) * W_q.shape[1]] for i in range(3))
     else:
@@ -65,21 +90,23 @@ def _project_qkv(query, key, value, params):
     return (Q, K, V), caches
 
 
-def _add_causal(mask, T, S, query):
-    """The merged mask with key s > query t also masked (the plain path's ``is_causal``)."""
-    xp = get_array_module(query)
-    causal = causal_mask(T, S, xp)  # (T, S)
-    if mask is None or mask.dtype == bool:
-        return causal if mask is None else mask | causal
-    return mask + xp.where(causal, -xp.inf, 0.0).astype(query.dtype)
+def _contiguous(a):
+    """``a`` laid out row-major on NumPy (one copy: step 3's per-head GEMMs run faster); as is elsewhere."""
+    xp = array_namespace(a)
+    return xp.ascontiguousarray(a) if is_numpy(xp) else a
 
 
-def _zero_dead_keys(key, value, mask, bhs):
-    """``key``/``value`` with the positions hidden from every head and query set to 0 (fresh arrays)."""
-    xp = get_array_module(key)
-    dead = xp.broadcast_to(dead_keys(mask), bhs).all(axis=1)[..., None]  # (B, S, 1)
-    zeroed_key = xp.where(dead, 0, key)  # (B, S, kdim)
-    return zeroed_key, (zeroed_key if value is key else xp.where(dead, 0, value))  # (B, S, vdim)
+def _split_qkv(Q, K, V, num_heads):
+    """Step 2: ``(B, T|S, d_model)`` -> ``(B, h, T|S, d_k)`` each."""
+    q, split = split_heads_forward(Q, num_heads)  # (B, h, T, d_k)
+    k, _ = split_heads_forward(K, num_heads)  # (B, h, S, d_k)
+    v, _ = split_heads_forward(V, num_heads)  # (B, h, S, d_k)
+    return (_contiguous(q), _contiguous(k), _contiguous(v)), split
+
+
+def _per_head(head_mask):
+    """The head mask ξ ``(h,)`` or ``(B, h)`` as ``(1|B, h, 1, 1)``, to scale ``(B, h, T, d_k)`` head outputs."""
+    return array_namespace(head_mask).reshape(head_mask, (*head_mask.shape, 1, 1))
 
 
 def multi_head_attention_forward(
@@ -100,7 +127,8 @@ def multi_head_attention_forward(
     """Multi-head attention forward pass, batch first.
 
     Args:
-        query: ``(B, T, d_model)`` float32/float64.
+        query: ``(B, T, d_model)`` float32/float64, any array-API array (NumPy, CuPy, torch,
+            array-api-strict); every other array of the call must share its library and device.
         key: ``(B, S, kdim)``; value: ``(B, S, vdim)``; pass ``query`` itself for self-attention.
         params: mapping with ``W_q (d_model, d_model)``, ``W_k (kdim, d_model)``,
             ``W_v (vdim, d_model)``, ``W_o (d_model, d_model)`` and optionally
@@ -113,9 +141,10 @@ def multi_head_attention_forward(
         is_causal: also mask key s > query t (the tiled path skips the tiles above the diagonal).
 
     Returns:
-        ``(out, weights, cache)``: ``out`` ``(B, T, d_model)``; ``weights``
-        ``(B, h, T, S)`` per head, before dropout, read-only (a view of the cached
-        weights on NumPy, a copy on CuPy); ``None`` when ``tiled``.
+        ``(out, weights, cache)``, of ``query``'s namespace and device: ``out`` ``(B, T, d_model)``;
+        ``weights`` ``(B, h, T, S)`` per head, before dropout, read-only (a view of the cached
+        weights on NumPy, a copy elsewhere); ``None`` when ``tiled``. An empty batch (B = 0) gives
+        empty arrays of these shapes.
 
     A key position that the masks hide from every query of every head has no influence
     on the output or any gradient, whatever ``key`` and ``value`` hold there (NaN, inf),
@@ -125,35 +154,29 @@ def multi_head_attention_forward(
     Raises:
         TypeError, ValueError: see :func:`mhattn.functional.checks.check_mha_inputs`,
         :func:`mhattn.functional.checks.check_dropout` and :func:`mhattn.functional.masks.merge_masks`;
-        ValueError for ``tiled`` with dropout.
+        ValueError for ``tiled`` with dropout. Arrays of two libraries: TypeError; on two devices: ValueError.
     """
     check_mha_inputs(query, key, value, params, num_heads, head_mask)
     check_dropout(dropout_p, rng)
-    B, T, S = query.shape[0], query.shape[1], key.shape[1]
     if tiled and dropout_p > 0:
         raise ValueError(f"tiled attention has no dropout (it never forms the weights); got dropout_p={dropout_p}")
-    mask = merge_masks(attn_mask, key_padding_mask, B, num_heads, T, S, query.dtype)
+    # 0. one mask; keys hidden from everything are zeroed (NaN there cannot leak)
+    mask = _merged_mask(query, key, attn_mask, key_padding_mask, num_heads)
     if mask is not None and key is not query:
-        key, value = _zero_dead_keys(key, value, mask, (B, num_heads, S))
-    if is_causal and not tiled:
-        mask = _add_causal(mask, T, S, query)
+        key, value = _zero_dead_keys(key, value, mask, num_heads)
+    if is_causal and not tiled:  # the tiled path skips the tiles above the diagonal instead
+        mask = _add_causal(mask, query, key)
     # 1. the three projections
     (Q, K, V), proj = _project_qkv(query, key, value, params)  # (B, T|S, d_model)
     # 2. split d_model into h heads of d_k
-    q, split = split_heads_forward(Q, num_heads)  # (B, h, T, d_k)
-    k, _ = split_heads_forward(K, num_heads)  # (B, h, S, d_k)
-    v, _ = split_heads_forward(V, num_heads)  # (B, h, S, d_k)
-    xp = get_array_module(q)
-    q, k, v = (xp.ascontiguousarray(a) for a in (q, k, v))  # one copy each: step 3's per-head GEMMs run faster
+    (q, k, v), split = _split_qkv(Q, K, V, num_heads)  # (B, h, T|S, d_k)
     # 3. scaled dot-product attention in every head at once
     if tiled:
         (heads, _, att), weights = tiled_attention_forward(q, k, v, mask, causal=is_causal), None  # (B, h, T, d_k)
     else:
         heads, weights, att = attend(q, k, v, mask, dropout_p, rng)  # (B, h, T, d_k)
     # 4. the head mask ξ scales each head's output
-    masked = heads
-    if head_mask is not None:
-        masked = heads * head_mask.reshape(*head_mask.shape, 1, 1)  # (B|1, h, 1, 1) broadcast
+    masked = heads if head_mask is None else heads * _per_head(head_mask)  # (B, h, T, d_k)
     # 5. concat
     concat, _ = combine_heads_forward(masked)  # (B, T, d_model)
     # 6. output projection
@@ -166,28 +189,27 @@ def multi_head_attention_backward(dout, cache: MHACache):
     """Gradients of :func:`multi_head_attention_forward`.
 
     Args:
-        dout: ``(B, T, d_model)`` upstream gradient.
+        dout: ``(B, T, d_model)`` upstream gradient, of the forward's namespace and device.
 
     Returns:
         ``(dquery, dkey, dvalue, grads, dhead_mask)``: input gradients with the
         inputs' shapes (for self-attention add the three); ``grads`` maps each
         name in ``params`` to its gradient; ``dhead_mask`` has the head mask's
-        shape, or is ``None`` without one.
+        shape, or is ``None`` without one. All of the forward's namespace and device.
     """
     grads = {}
     # step 6 was: out = concat W_o + b_o
     dconcat, grads["W_o"], db_o = linear_backward(dout, cache.out_proj)  # (B, T, d_model)
     # step 5 was: concat -> split the gradient back into heads
-    dmasked = combine_heads_backward(dconcat, cache.split)  # (B, h, T, d_k), a view
-    dmasked = get_array_module(dmasked).ascontiguousarray(dmasked)  # one copy: step 3's per-head GEMMs run faster
+    dmasked = _contiguous(combine_heads_backward(dconcat, cache.split))  # (B, h, T, d_k)
     # step 4 was: heads * ξ -> dξ = <dmasked, heads> per head; dheads = dmasked * ξ
     dhead_mask, dheads = None, dmasked
     if cache.head_mask is not None:
-        xi = cache.head_mask
-        dhead_mask = (dmasked * cache.heads).sum(axis=(2, 3))  # (B, h)
-        if xi.ndim == 1:
-            dhead_mask = dhead_mask.sum(axis=0)  # (h,)
-        dheads = dmasked * xi.reshape(*xi.shape, 1, 1)
+        xp = array_namespace(dmasked)
+        dhead_mask = xp.sum(dmasked * cache.heads, axis=(2, 3))  # (B, h)
+        if cache.head_mask.ndim == 1:
+            dhead_mask = xp.sum(dhead_mask, axis=0)  # (h,)
+        dheads = dmasked * _per_head(cache.head_mask)
     # step 3 was: scaled dot-product attention
     tiled = isinstance(cache.attention, TiledAttentionCache)
     attention_backward = tiled_attention_backward if tiled else scaled_dot_product_attention_backward

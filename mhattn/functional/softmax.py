@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import broadcasts_to, get_array_module, read_only
+from mhattn.backend import array_namespace, broadcasts_to, is_numpy, read_only
 
 
 class SoftmaxCache(NamedTuple):
@@ -22,22 +22,24 @@ def softmax_forward(scores, mask=None, *, overwrite_input: bool = False):
     """Softmax over the last axis with an optional boolean mask.
 
     Args:
-        scores: ``(..., S)`` float32/float64 logits; ``-inf`` entries count as masked.
-        mask: bool, broadcastable to ``scores``; True = not allowed (torch's convention).
+        scores: ``(..., S)`` float32/float64 logits, any array-API array (NumPy, CuPy, torch,
+            array-api-strict); ``-inf`` entries count as masked.
+        mask: bool, broadcastable to ``scores``, of ``scores``' namespace and device; True = not allowed
+            (torch's convention).
         overwrite_input: reuse ``scores``' memory for the result (callers that own it).
 
     Returns:
-        ``(probs, cache)``; ``probs`` has the shape and dtype of ``scores``, rows sum
+        ``(probs, cache)``; ``probs`` has the shape, dtype, namespace and device of ``scores``, rows sum
         to 1 (or to 0 for a row with nothing allowed). ``probs`` is read-only (a view
-        of the cached array on NumPy, a copy on CuPy), so writing into it cannot change
+        of the cached array on NumPy, a copy elsewhere), so writing into it cannot change
         what :func:`softmax_backward` returns.
 
     Raises:
-        TypeError: ``mask`` is not boolean.
-        ValueError: ``mask`` does not broadcast to ``scores``' shape.
+        TypeError: ``mask`` is not boolean; ``scores`` and ``mask`` from two libraries.
+        ValueError: ``mask`` does not broadcast to ``scores``' shape; the two on two devices.
     """
-    get_array_module(scores, mask)
-    if mask is not None and mask.dtype != bool:
+    xp = array_namespace(scores, mask)
+    if mask is not None and mask.dtype != xp.bool:
         raise TypeError(f"softmax: mask must be boolean (True = not allowed), got dtype {mask.dtype}")
     if mask is not None and not broadcasts_to(mask.shape, scores.shape):
         raise ValueError(f"softmax: mask of shape {mask.shape} does not broadcast to scores {scores.shape}")
@@ -49,20 +51,23 @@ def masked_softmax(scores, mask=None, *, overwrite_input: bool = False):
     """The steps of :func:`softmax_forward` on checked inputs; returns ``probs`` ``(..., S)`` (writable, fresh
     unless ``overwrite_input``). No device synchronisation: every step is an array op.
     """
-    xp = get_array_module(scores)
+    xp = array_namespace(scores)
     # 1. masked entries are replaced by -inf, so exp gives exactly 0
     if mask is not None:
-        z = xp.where(mask, -xp.inf, scores).astype(scores.dtype, copy=False)
+        z = xp.where(mask, -xp.inf, scores)  # a Python float keeps scores' dtype
     else:
-        z = scores if overwrite_input else scores.copy()
+        z = scores if overwrite_input else xp.asarray(scores, copy=True)
     # 2. subtract the row maximum (a row that is all -inf uses 0 instead)
     m = row_max(z)  # (..., 1)
-    z -= xp.where(xp.isfinite(m), m, 0)
-    # 3. exponentiate in place
-    xp.exp(z, out=z)
+    z -= xp.where(xp.isfinite(m), m, 0.0)
+    # 3. exponentiate (in place on NumPy)
+    if is_numpy(xp):
+        xp.exp(z, out=z)
+    else:
+        z = xp.exp(z)
     # 4. normalise; an all-masked row has sum 0 and stays all 0
-    s = z.sum(axis=-1, keepdims=True)  # (..., 1)
-    z /= xp.where(s == 0, 1, s)
+    s = xp.sum(z, axis=-1, keepdims=True)  # (..., 1)
+    z /= xp.where(s == 0, 1.0, s)
     return z
 
 
@@ -71,20 +76,21 @@ ROW_MAX_HALVING = 64
 
 
 def row_max(z):
-    """``z.max(axis=-1, keepdims=True)``: the same values (a maximum does not depend on the order it is
+    """``max(z, axis=-1, keepdims=True)``: the same values (a maximum does not depend on the order it is
     taken in; NaN wins as in ``max``), a fresh array. NumPy reduces a short last axis one row at a time,
-    so rows of 2 to ``ROW_MAX_HALVING`` entries are halved instead with elementwise maxima, ``log2(S)``
-    passes over ever smaller arrays (3x faster at S = 16); longer rows use ``max`` itself.
+    so on NumPy rows of 2 to ``ROW_MAX_HALVING`` entries are halved instead with elementwise maxima,
+    ``log2(S)`` passes over ever smaller arrays (3x faster at S = 16); longer rows, and other libraries,
+    use ``max`` itself.
     """
-    if not 2 <= z.shape[-1] <= ROW_MAX_HALVING:
-        return z.max(axis=-1, keepdims=True)
-    xp = get_array_module(z)
+    xp = array_namespace(z)
+    if not (is_numpy(xp) and 2 <= z.shape[-1] <= ROW_MAX_HALVING):
+        return xp.max(z, axis=-1, keepdims=True)
     m = z  # (..., S)
     while m.shape[-1] > 1:
         n = m.shape[-1]
         half = n // 2
         top = xp.maximum(m[..., :half], m[..., n - half :])  # (..., n//2); an odd middle entry is kept apart
-        m = top if n % 2 == 0 else xp.concatenate([top, m[..., half : half + 1]], axis=-1)  # (..., ceil(n/2))
+        m = top if n % 2 == 0 else xp.concat([top, m[..., half : half + 1]], axis=-1)  # (..., ceil(n/2))
     return m  # (..., 1)
 
 
@@ -92,15 +98,16 @@ def softmax_backward(dprobs, cache: SoftmaxCache):
     """Jacobian-vector product of the softmax: ``dz = p * (dp - sum(dp * p))``.
 
     Args:
-        dprobs: ``(..., S)`` upstream gradient.
+        dprobs: ``(..., S)`` upstream gradient, of the forward's namespace and device.
         cache: from :func:`softmax_forward`.
 
     Returns:
         ``dscores``, ``(..., S)``, dtype of ``dprobs``; 0 at masked entries.
     """
     p = cache.probs
+    xp = array_namespace(dprobs, p)
     # steps 4-1 together: the full Jacobian diag(p) - p p^T applied to dprobs
-    dot = (dprobs * p).sum(axis=-1, keepdims=True)  # (..., 1)
+    dot = xp.sum(dprobs * p, axis=-1, keepdims=True)  # (..., 1)
     dz = dprobs - dot
     dz *= p
     return dz
