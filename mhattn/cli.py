@@ -21,6 +21,8 @@ SUBCOMMANDS = {
     "train": "mhattn.commands.train",
     "prune": "mhattn.commands.prune",
     "grade": "mhattn.commands.grade",
+    "gradebook": "mhattn.commands.gradebook",
+    "autograder": "mhattn.commands.autograder",
     "course": "mhattn.commands.course",
 }
 

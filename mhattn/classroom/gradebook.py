@@ -1,0 +1,159 @@
+"""Grade a class: every hand-in under SUBMISSIONS, one at a time per job, each with its own seed.
+
+``OUT`` gets ``class.json`` (the class seed), ``results/<id>.json`` (the grader's report of that student,
+each check included, with the hand-in's hash and seed), ``feedback/<id>.md``, ``gradebook.csv`` and
+``summary.md`` (:mod:`mhattn.classroom.summary`). A student whose graded files, class seed and mhattn
+version are those of the stored result is not graded again (unless ``force``). One student's broken
+hand-in, crash or timeout costs only that student; nobody's grade depends on another's or on ``jobs``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import tempfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from mhattn import __version__
+from mhattn.classroom import summary
+from mhattn.classroom.handins import HandinError, files_hash, student_seed, unpack
+from mhattn.grade import grade
+from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
+from mhattn.grade.spec import EXERCISES
+from mhattn.grade.verdict import all_failed, row
+
+
+def find_students(submissions: Path) -> dict[str, Path]:
+    """``{student id: hand-in}``: each folder or ``.zip`` directly under ``submissions`` (hidden names skipped).
+
+    Raises:
+        FileNotFoundError: ``submissions`` is not a folder.
+    """
+    if not submissions.is_dir():
+        raise FileNotFoundError(f"no folder {submissions} (give the folder with one folder or .zip per student)")
+    found: dict[str, Path] = {}
+    for p in sorted(submissions.iterdir()):
+        if p.name.startswith((".", "__")) or not (p.is_dir() or p.suffix.lower() == ".zip"):
+            continue
+        sid = p.stem if p.suffix.lower() == ".zip" and not p.is_dir() else p.name
+        found.setdefault(sid, p)  # alice/ and alice.zip: the folder (sorted first) is graded
+    return found
+
+
+def failed_report(reason: str, seed: int) -> dict:
+    """A report in the grader's shape where every exercise scores 0 for ``reason``."""
+    rows = [row(ex.name, all_failed(ex.checks, reason)) for ex in EXERCISES]
+    return {"exercises": rows, "total": 0, "max_total": sum(ex.points for ex in EXERCISES), "seed": seed, "sandbox": None}
+
+
+def grade_student(sid: str, src: Path, class_seed: int, previous: dict | None, options: dict) -> tuple[dict, bool]:
+    """``(result, graded now)`` for one student; ``previous``: the stored result, reused when nothing changed."""
+    seed = student_seed(class_seed, sid)
+    base = {"student": sid, "class_seed": class_seed, "seed": seed, "mhattn": __version__}
+    with tempfile.TemporaryDirectory(prefix="mhattn-handin-") as tmp:
+        try:
+            folder = unpack(src, Path(tmp))
+        except HandinError as err:
+            return {**base, "hash": None, "error": str(err), **failed_report(str(err), seed)}, True
+        digest = files_hash(folder)
+        same = {**base, "hash": digest}
+        if previous and all(previous.get(k) == v for k, v in same.items()) and not previous.get("error"):
+            return previous, False
+        try:
+            report = grade(folder, seed=seed, jobs=1, **options)
+        except Exception as err:  # noqa: BLE001 - one hand-in that breaks the grader costs its student only
+            why = f"the grader failed on this hand-in ({type(err).__name__}: {str(err)[:200]})"
+            return {**same, "error": why, **failed_report(why, seed)}, True
+    return {**same, "error": None, **report}, True
+
+
+def _class_seed(out: Path, seed: int | None) -> int:
+    """The class seed: ``seed``, else the one this ``out`` was graded with, else a fresh one; kept in class.json."""
+    stored = out / "class.json"
+    if seed is None and stored.is_file():
+        seed = int(json.loads(stored.read_text(encoding="utf-8"))["seed"])
+    seed = secrets.randbits(31) if seed is None else int(seed)
+    stored.write_text(json.dumps({"seed": seed, "mhattn": __version__}, indent=2) + "\n", encoding="utf-8")
+    return seed
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _bar(total: int, show: bool):
+    if not show:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # no bar without tqdm (the course extra)
+        return None
+    return tqdm(total=total, unit="student", desc="grading")
+
+
+def grade_class(submissions, out, jobs: int = 2, seed: int | None = None, force: bool = False, progress: bool = True,
+                timeout: float = DEFAULT_TIMEOUT, memory: int = DEFAULT_MEMORY_MB,
+                sandbox_mode: bool | None = None) -> dict:  # fmt: skip
+    """Grade every hand-in under ``submissions`` and write the gradebook into ``out``.
+
+    Args:
+        submissions: folder with one folder or ``.zip`` per student (its name, without ``.zip``, is the student id).
+        out: folder for the results (created).
+        jobs: students graded at the same time (each student's exercises one after another).
+        seed: class seed; each student's hidden inputs use :func:`~mhattn.classroom.handins.student_seed` of it.
+            Default: the seed ``out`` was graded with before, else a fresh one.
+        force: grade every student again, also those whose hand-in has not changed.
+        progress: show a tqdm bar (when tqdm is installed).
+        timeout, memory, sandbox_mode: passed to :func:`mhattn.grade.grade` for each student.
+
+    Returns:
+        ``{"class_seed", "students": {id: result}, "graded": [ids graded now], "skipped": [ids unchanged]}``.
+
+    Raises:
+        FileNotFoundError: ``submissions`` is not a folder. ValueError: ``jobs`` < 1.
+    """
+    if int(jobs) < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    students = find_students(Path(submissions))
+    out = Path(out)
+    for sub in ("results", "feedback"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    class_seed = _class_seed(out, seed)
+    options = {"timeout": timeout, "memory": memory, "sandbox_mode": sandbox_mode}
+    results, graded, skipped = {}, [], []
+    bar = _bar(len(students), progress)
+    with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
+        futures = {pool.submit(grade_student, sid, src, class_seed, None if force else _load(out / "results" / f"{sid}.json"),
+                               options): sid for sid, src in students.items()}  # fmt: skip
+        for fut in as_completed(futures):
+            sid = futures[fut]
+            try:
+                results[sid], now = fut.result()
+            except Exception as err:  # noqa: BLE001 - e.g. a hand-in that cannot be read: its student only
+                why = f"this hand-in could not be graded ({type(err).__name__}: {str(err)[:200]})"
+                results[sid], now = {"student": sid, "class_seed": class_seed, "seed": student_seed(class_seed, sid),
+                                     "mhattn": __version__, "hash": None, "error": why,
+                                     **failed_report(why, student_seed(class_seed, sid))}, True  # fmt: skip
+            (graded if now else skipped).append(sid)
+            if now:
+                _write_json(out / "results" / f"{sid}.json", results[sid])
+                (out / "feedback" / f"{sid}.md").write_text(summary.feedback(results[sid]), encoding="utf-8")
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    results = dict(sorted(results.items()))
+    summary.write_gradebook(out / "gradebook.csv", results)
+    (out / "summary.md").write_text(summary.class_summary(results, class_seed), encoding="utf-8")
+    return {"class_seed": class_seed, "students": results, "graded": sorted(graded), "skipped": sorted(skipped)}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

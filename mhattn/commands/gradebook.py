@@ -1,0 +1,58 @@
+"""``mhattn gradebook SUBMISSIONS --out DIR``: grade a class (see :mod:`mhattn.classroom.gradebook`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from mhattn.commands import UsageError, non_negative_int, output_dir, positive_int
+from mhattn.grade.cli import MIN_MEMORY_MB, positive
+from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
+
+EPILOG = """\
+DIR receives:
+  gradebook.csv      one row per student: id, each exercise's points (the header gives its maximum), total, note
+  results/<id>.json  that student's report, as `mhattn grade --json` writes it (each check), with its seed and hash
+  feedback/<id>.md   what that student should read
+  summary.md         per exercise mean, median and full marks; the most common faults with their counts
+  class.json         the class seed (a later run without --seed reuses it)
+
+Each student's hidden inputs use a seed derived from the class seed and the student id (sha256); re-run one
+grade with `mhattn grade FOLDER --seed <seed in results/<id>.json>`. A student whose hand-in has not changed
+since the last run into DIR is not graded again (unless --force)."""
+
+
+def add_parser(sub, name):
+    p = sub.add_parser(name, help="grade a class: one folder or .zip per student -> gradebook.csv, feedback, summary",
+                       description="Grade every hand-in of a class with mhattn grade, each student with their own seed.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("submissions", help="folder with one folder or .zip per student (its name is the student id)")
+    p.add_argument("--out", type=output_dir, required=True, metavar="DIR", help="folder for the gradebook")
+    p.add_argument("--jobs", type=positive_int, default=2, help="students graded at once (default: %(default)s)")
+    p.add_argument("--seed", type=non_negative_int, default=None,
+                   help="class seed (default: the one DIR was graded with, else a fresh one)")  # fmt: skip
+    p.add_argument("--force", action="store_true", help="grade every student again, changed or not")
+    p.add_argument("--timeout", type=positive(float), default=DEFAULT_TIMEOUT,
+                   help="wall-clock seconds per exercise (default: %(default)s)")  # fmt: skip
+    p.add_argument("--memory", type=positive(int, minimum=MIN_MEMORY_MB), default=DEFAULT_MEMORY_MB, metavar="MIB",
+                   help="address space per exercise in MiB (default: %(default)s)")  # fmt: skip
+    p.add_argument("--no-sandbox", action="store_true", help="do not use bubblewrap even where it works")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def main(args) -> int:
+    from mhattn.classroom import grade_class
+
+    start = time.perf_counter()
+    try:
+        done = grade_class(args.submissions, args.out, jobs=args.jobs, seed=args.seed, force=args.force,
+                           progress=not args.quiet, timeout=args.timeout, memory=args.memory,
+                           sandbox_mode=False if args.no_sandbox else None)  # fmt: skip
+    except FileNotFoundError as err:
+        raise UsageError(str(err)) from None
+    n, broken = len(done["students"]), sum(bool(r.get("error")) for r in done["students"].values())
+    print(f"{n} students ({len(done['graded'])} graded, {len(done['skipped'])} unchanged, {broken} could not be graded) "
+          f"in {time.perf_counter() - start:.1f} s; class seed {done['class_seed']}", file=sys.stderr)  # fmt: skip
+    print(f"wrote {args.out / 'gradebook.csv'}, {args.out / 'summary.md'}, results/ and feedback/")
+    return 0
