@@ -4,62 +4,15 @@
     python benchmarks/attention_scaling.py --backend cupy        # CuPy, needs a CUDA GPU
     python benchmarks/attention_scaling.py --out mhattn/data/attention_scaling_numpy.json
 
-Each row: T, best-of-3 forward and backward seconds, and the bytes of the (B, h, T, T)
-attention weights. Notebook 07 reads the records shipped in mhattn/data/.
+The code is mhattn/course/scaling.py, so that a wheel runs it too (``python -m mhattn.course.scaling``);
+notebook 08 reads the records shipped in mhattn/data/.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import sys
-from pathlib import Path
 
-import numpy as np
-
-import mhattn
-from mhattn.course.lessons import time_attention, weights_bytes
-
-
-def run(backend: str, lengths, B: int, d_model: int, h: int, dtype: str, repeats: int) -> dict:
-    rows = []
-    with mhattn.use_backend(backend):
-        mha = mhattn.MultiHeadAttention(d_model, h, dtype=dtype, seed=0)
-        rng = np.random.default_rng(0)
-        for T in lengths:
-            x = mhattn.asarray(rng.standard_normal((B, T, d_model)).astype(dtype))
-            mha.forward(x)  # warm-up (CuPy compiles kernels on first use)
-            t = time_attention(mha, x, repeats)
-            rows.append({"T": T, **t, "weights_bytes": weights_bytes(B, h, T, T, dtype)})
-            print(f"T={T:5d}  forward {t['forward_s'] * 1e3:9.2f} ms  backward {t['backward_s'] * 1e3:9.2f} ms", flush=True)
-    device = platform.processor() or platform.machine()
-    if backend == "cupy":
-        import cupy
-
-        device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    return {"backend": backend, "device": device, "B": B, "d_model": d_model, "num_heads": h, "dtype": dtype,
-            "numpy": np.__version__, "python": sys.version.split()[0], "rows": rows}  # fmt: skip
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--backend", default="numpy", choices=mhattn.backend.BACKENDS)
-    p.add_argument("--lengths", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 2048])
-    p.add_argument("--batch", type=int, default=2)
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--num-heads", type=int, default=8)
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--out", type=Path, default=None, help="write the record as JSON here")
-    args = p.parse_args(argv)
-    record = run(args.backend, args.lengths, args.batch, args.d_model, args.num_heads, args.dtype, args.repeats)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(record, indent=1) + "\n")
-        print(f"wrote {args.out}")
-    return 0
-
+from mhattn.course.scaling import main, run  # noqa: F401  (run: for scripts that import it from here)
 
 if __name__ == "__main__":
     sys.exit(main())

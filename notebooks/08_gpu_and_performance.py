@@ -19,7 +19,7 @@
 # **Learning objectives.** After this notebook you can
 #
 # 1. count how time and memory of attention grow with the sequence length $T$, and point to the one tensor that grows like $T^2$;
-# 2. read recorded timings, and reproduce them on your machine with `benchmarks/attention_scaling.py`;
+# 2. read recorded timings, and reproduce them on your machine with `python -m mhattn.course.scaling`;
 # 3. show that h heads of width $d_{model}/h$ cost about what one head of full width costs, in multiply-adds and in measured time;
 # 4. time NumPy against CuPy correctly (warm-up, and synchronising the GPU before reading the clock), and read a GPU record.
 
@@ -78,7 +78,7 @@ assert weights_bytes(8, 8, 32768, 32768, "float32") == 256 * 2**30
 #
 # ## Recorded figures
 #
-# `benchmarks/attention_scaling.py` times `MultiHeadAttention(128, 8)` forward and backward, float32, `B = 2`, best of 3, for $T = 64 \ldots 2048$, and writes a JSON record. The records shipped in `mhattn/data/` are:
+# `python -m mhattn.course.scaling` (also `benchmarks/attention_scaling.py` in a clone of the repository) times `MultiHeadAttention(128, 8)` forward and backward, float32, `B = 2`, best of 3, for $T = 64 \ldots 2048$, and writes a JSON record. The records shipped in `mhattn/data/` are:
 
 # %%
 data = Path(mhattn.__file__).parent / "data"
@@ -178,7 +178,7 @@ show(heads_cost_figure(heads_rows))
 # %% [markdown]
 # ## GPU records
 #
-# `benchmarks/gpu_check.sh` (on a machine with CuPy, a CUDA build of torch and pytest) runs the test suite on CuPy, then times forward + backward of the plain and tiled paths (notebook 09) against `torch.nn.MultiheadAttention` on CUDA, and writes `mhattn/data/gpu_check.json` and `mhattn/data/attention_scaling_cupy.json` (which the figure above then plots beside the CPU record). This cell shows the GPU record where one is shipped:
+# In a clone of the repository, `benchmarks/gpu_check.sh` (on a machine with CuPy, a CUDA build of torch and pytest) runs the test suite on CuPy, then times forward + backward of the plain and tiled paths (notebook 09) against `torch.nn.MultiheadAttention` on CUDA, and writes `mhattn/data/gpu_check.json` and `mhattn/data/attention_scaling_cupy.json` (which the figure above then plots beside the CPU record). With only the wheel, `python -m mhattn.course.scaling --backend cupy` times the same model on your GPU. This cell shows the GPU record where one is shipped:
 
 # %%
 gpu_record = data / "gpu_check.json"
@@ -191,7 +191,7 @@ if gpu_record.is_file():
             f"B {r['B']:2d}, T {r['T']:5d}, d_model {r['d_model']}, h {r['num_heads']}:  tiled/torch {ratios[0]}   plain/torch {ratios[1]}"
         )
 else:
-    print("no GPU record shipped yet: run benchmarks/gpu_check.sh on a machine with a CUDA GPU")
+    print("no GPU record shipped yet: on a machine with a CUDA GPU, run python -m mhattn.course.scaling --backend cupy")
 
 # %% [markdown]
 # ## Timing it yourself
@@ -252,4 +252,4 @@ except (ImportError, RuntimeError) as err:
 # * **Exercise 6** (`ex06_mha_forward.py`): the output projection, one of the four $O(BTd^2)$ matrix products.
 # * **Exercise 11** (`ex11_online_softmax.py`, with notebook 09): attention without the `(B, h, T, S)` weights.
 #
-# To try: run `benchmarks/attention_scaling.py --dtype float64` and compare with the float32 record; then halve `d_model` and watch where the $T^2$ part takes over.
+# To try: run `python -m mhattn.course.scaling --dtype float64` and compare with the float32 record; then halve `d_model` (`--d-model 64`) and watch where the $T^2$ part takes over.

@@ -195,7 +195,7 @@ assert max(errors) < 1e-7
 # %% [markdown]
 # ## 6. Time and memory against $T$, recorded
 #
-# `benchmarks/bench_tiled.py` times forward + backward of `MultiHeadAttention(512, 8)` (float32, `need_weights=False`) with the tiled path, the plain path and `torch.nn.MultiheadAttention` side by side, and measures the peak memory with `tracemalloc` (NumPy reports its allocations to it). The record shipped with mhattn was made on the course's 2-core CPU virtual machine, whose speed varies from run to run: read the ratios, not the absolute times.
+# The repository's `benchmarks/bench_tiled.py` (in a clone) times forward + backward of `MultiHeadAttention(512, 8)` (float32, `need_weights=False`) with the tiled path, the plain path and `torch.nn.MultiheadAttention` side by side, and measures the peak memory with `tracemalloc` (NumPy reports its allocations to it). The record shipped with mhattn was made on the course's 2-core CPU virtual machine, whose speed varies from run to run: read the ratios, not the absolute times. With only the wheel, `python -m mhattn.course.scaling --d-model 512 --attention tiled` and the same with `--attention plain` time the two paths on your machine (no torch column, no memory).
 
 # %%
 record = json.loads((Path(mhattn.__file__).parent / "data" / "attention_tiled_numpy.json").read_text())
@@ -243,4 +243,4 @@ assert all(rel_error(a, b) < 1e-12 for a, b in zip(*results, strict=True))
 #
 # * **Exercise 11** (`exercises/ex11_online_softmax.py`): write `online_attention_forward(q, k, v, block_k, mask)`, the forward of section 2 for whole arrays, returning the output and the log-sum-exp. Run `python -m pytest exercises/test_visible.py -m ex11`, then `mhattn grade --only ex11`.
 #
-# To try: time `tiled_attention_forward` with `block_k` from 64 up to `S` on your machine; where does the extra work of the rescaling stop mattering? And on a GPU, `benchmarks/gpu_check.sh` compares both paths with torch's CUDA kernels (notebook 08 shows its record).
+# To try: time `tiled_attention_forward` with `block_k` from 64 up to `S` on your machine; where does the extra work of the rescaling stop mattering? And on a GPU, `python -m mhattn.course.scaling --backend cupy --attention tiled` times the tiled path; in a clone of the repository, `benchmarks/gpu_check.sh` compares both paths with torch's CUDA kernels (notebook 08 shows its record).

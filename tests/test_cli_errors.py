@@ -51,9 +51,9 @@ BAD = [
     (["prune", "--seed", "-1"], "--seed", ">= 0"),
     (["train", "--steps", "-1"], "--steps", ">= 1"),
     (["train", "--steps", "0"], "--steps", ">= 1"),
-    (["train", "--head-dropout", "1.5"], "--head-dropout", "[0.0, 1.0)"),
-    (["train", "--head-dropout", "1"], "--head-dropout", "[0.0, 1.0)"),
-    (["train", "--head-dropout", "-0.1"], "--head-dropout", "[0.0, 1.0)"),
+    (["train", "--head-dropout", "1.5"], "--head-dropout", "[0, 1)"),
+    (["train", "--head-dropout", "1"], "--head-dropout", "[0, 1)"),
+    (["train", "--head-dropout", "-0.1"], "--head-dropout", "[0, 1)"),
     (["train", "--batch-size", "0"], "--batch-size", "[1, 65536]"),
     (["train", "--lr", "0"], "--lr", "> 0"),
     (["train", "--lr", "nan"], "--lr", "finite"),
@@ -87,7 +87,7 @@ BAD = [
     (["train", "--out", "bad.npz"], "--out", "not a checkpoint"),
     (["course", "init", "a_file"], "DIR", "existing file"),
     (["grade", "--seed", "-5"], "--seed", ">= 0"),
-    (["grade", "--memory", "1"], "--memory", "at least 256"),
+    (["grade", "--memory", "1"], "--memory", ">= 256"),
     (["grade", "--timeout", "0"], "--timeout", "> 0"),
 ]
 

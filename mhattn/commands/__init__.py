@@ -9,49 +9,15 @@ end as one line ``mhattn <command>: error: argument --x: ...`` and exit status 2
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import zipfile
 from pathlib import Path
 
+from mhattn.argtypes import number_in, range_text  # noqa: F401  (the commands import them from here)
+
 
 class UsageError(Exception):
     """Bad command-line input found after parsing (it needs several options or a file): exit 2, one line."""
-
-
-def range_text(low=None, high=None, *, low_open=False, high_open=False) -> str:
-    """The range ``low .. high`` in words every option message uses: ``> 0``, ``>= 1``, ``in [0, 1)``, ``<= 5``."""
-    lo = None if low is None or low == -math.inf else f"{low:g}"
-    hi = None if high is None or high == math.inf else f"{high:g}"
-    if lo is not None and hi is not None:
-        return f"in {'(' if low_open else '['}{lo}, {hi}{')' if high_open else ']'}"
-    if lo is not None:
-        return f"{'>' if low_open else '>='} {lo}"
-    return f"{'<' if high_open else '<='} {hi}" if hi is not None else "(any value)"
-
-
-def number_in(kind, low=None, high=None, *, low_open=False, high_open=False):
-    """argparse type: a finite ``kind`` (``int`` or ``float``) in the range; the one place option ranges are checked.
-
-    Every failure, unparsable or out of range, reads the same: ``must be an integer >= 1, got 'six'`` or
-    ``must be a finite number > 0, got -1``.
-    """
-    noun = "an integer" if kind is int else "a finite number"
-    where = range_text(low, high, low_open=low_open, high_open=high_open)
-
-    def parse(text: str):
-        try:
-            x = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {noun} {where}, got {text!r}") from None
-        below = low is not None and (x < low or (low_open and x == low))
-        above = high is not None and (x > high or (high_open and x == high))
-        if not math.isfinite(x) or below or above:
-            raise argparse.ArgumentTypeError(f"must be {noun} {where}, got {text}")
-        return x
-
-    parse.__name__ = f"{noun.split()[-1]} {where}"  # argparse names the type in some messages
-    return parse
 
 
 def int_in(low, high=None):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
+from mhattn.argtypes import number_in
 from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, format_table, grade, to_json
 from mhattn.grade.sandbox import MISSING
 from mhattn.grade.spec import EXERCISES
@@ -29,32 +29,16 @@ MIN_MEMORY_MB = 256  # below this Python and NumPy cannot start: every exercise 
 
 
 def positive(kind, minimum=None):
-    """An argparse type: ``kind(text)`` > 0 (or >= ``minimum``), else an error naming the option (exit 2)."""
+    """An argparse type: ``kind(text)`` > 0 (or >= ``minimum``), else an error naming the option (exit 2).
 
-    def parse(text):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}") from None
-        if not (value > 0 and math.isfinite(value)):
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        if minimum is not None and value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {text}")
-        return value
-
-    parse.__name__ = kind.__name__
-    return parse
+    Checked and phrased like every mhattn option (mhattn.argtypes.number_in): "must be an integer >= 1, got 0".
+    """
+    if minimum is not None:
+        return number_in(kind, minimum)
+    return number_in(int, 1) if kind is int else number_in(kind, 0, low_open=True)
 
 
-def non_negative_int(text):
-    """An argparse type for seeds: an integer >= 0 (NumPy's generators refuse negative seeds)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
+non_negative_int = number_in(int, 0)  # seeds: NumPy's generators refuse negative ones
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
