@@ -33,11 +33,20 @@ float (added), broadcastable to ``(B, h, T, S)``; ``causal=True`` masks key s > 
 (torch's top-left ``is_causal``) and skips the tiles that lie wholly above the diagonal.
 A query with no allowed key gets output 0, ``L = -inf`` and zero gradients.
 No dropout here: it needs the ``(T, S)`` keep-mask, so it stays on the plain path.
+Any array-API library runs it (the namespace comes from the inputs; new arrays go on their device).
 On NumPy the (batch, head) pairs run on threads (NumPy and BLAS release the GIL),
-with BLAS held to one thread each; on CuPy all pairs go at once, one query block at a time.
+with BLAS held to one thread each, and tiles are written into reused buffers (``out=``,
+``copyto(where=)``: one named helper each, with the standard's version beside it); on any
+other library (CuPy, torch, ...) all pairs go at once, one query block at a time.
 The running max is only a guard against overflow (any shift gives the same softmax): a query
 block whose scores are all small (Cauchy-Schwarz bound, ``_shift_free``) skips it, which saves
 two of the forward's passes over each tile.
+
+Float32 and float64 only (float16's range is too short for the shift-free bound; an integer or bool
+``q`` is refused). A finite mask value as large as ``-1e9`` or ``finfo.min`` that hides a whole row
+makes that row's ``L`` as large: the backward then recomputes ``P = exp((S + mask - m) - log l)``
+with the row maximum ``m`` and ``log l`` kept apart, as the forward made them, since ``S - L`` would
+cancel to nothing. An empty batch (B = 0) gives empty outputs and gradients.
 """
 
 from __future__ import annotations
@@ -46,10 +55,18 @@ import math
 import os
 from typing import NamedTuple
 
-from mhattn.backend import broadcasts_to, get_array_module
+from mhattn.backend import array_namespace, broadcasts_to, device_of, is_numpy
 from mhattn.functional.checks import check_float_array
-from mhattn.functional.masks import check_mask_kind, dead_keys
-from mhattn.functional.tile_threads import run_items, work_items
+from mhattn.functional.masks import cast_mask, check_mask_kind, dead_keys
+from mhattn.functional.tile_threads import (
+    contiguous,
+    exp_in_place,
+    fill_where,
+    matmul_into,
+    run_items,
+    work_items,
+    workspace,
+)
 
 
 class TiledAttentionCache(NamedTuple):
@@ -58,6 +75,8 @@ class TiledAttentionCache(NamedTuple):
     v: object  # (B, h, S, d_v)
     out: object  # (B, h, T, d_v) the forward's output (for D = rowsum(dO * O))
     lse: object  # (B, h, T) log-sum-exp of each score row (-inf: no allowed key)
+    row_max: object  # (B, h, T) the forward's shift m (0: no allowed key, or no shift taken)
+    log_l: object  # (B, h, T) log of the row sum l under that shift (0: no allowed key); lse = m + log_l
     mask: object  # broadcast view (B, h, T, S), or None
     causal: bool
     scale: float  # 1 / sqrt(d_k)
@@ -67,10 +86,10 @@ class TiledAttentionCache(NamedTuple):
 
 
 def _blocks(xp, q, S, block_q, block_k, workers):
-    """Default tile sizes and thread count for this array module and shape."""
+    """Default tile sizes and thread count for this namespace and shape."""
     N = q.shape[0] * q.shape[1]
-    if xp.__name__ == "numpy":
-        workers = min(os.cpu_count() or 1, N) if workers is None else workers
+    if is_numpy(xp):
+        workers = max(1, min(os.cpu_count() or 1, N)) if workers is None else workers
         return 256 if block_q is None else block_q, min(S, 1024) if block_k is None else block_k, workers
     block_k = S if block_k is None else block_k
     # one GPU launch per op covers every (batch, head): keep a tile near 2**26 elements
@@ -78,52 +97,42 @@ def _blocks(xp, q, S, block_q, block_k, workers):
 
 
 def _check(q, k, v, mask):
+    """The namespace and the scores' shape ``(B, h, T, S)`` of checked inputs (see the forward's Raises)."""
     for name, a in (("q", q), ("k", k), ("v", v)):
         check_float_array(name, a, q.dtype if name != "q" else None)
         if a.ndim != 4:
             raise ValueError(f"tiled attention: {name} must be 4-D (B, h, L, d), got shape {a.shape}")
+    xp = array_namespace(q, k, v, mask)
+    if q.dtype not in (xp.float32, xp.float64):
+        raise TypeError(f"tiled attention: q, k, v must be float32 or float64, got {q.dtype}; cast them (e.g. to float32)")
     if q.shape[-1] != k.shape[-1] or k.shape[:3] != v.shape[:3] or q.shape[:2] != k.shape[:2] or q.shape[-1] == 0:
         raise ValueError(f"tiled attention: q {q.shape}, k {k.shape}, v {v.shape} do not fit together")
+    if k.shape[2] == 0:
+        raise ValueError(f"tiled attention: k and v have no positions (S=0): shapes {k.shape}, {v.shape}")
     scores_shape = (*q.shape[:-1], k.shape[-2])
     if mask is not None:
         check_mask_kind("mask", mask)
         if not broadcasts_to(mask.shape, scores_shape):
             raise ValueError(f"tiled attention: mask of shape {mask.shape} does not broadcast to the scores {scores_shape}")
-    return get_array_module(q, k, v, mask), scores_shape
-
-
-class _Workspace(NamedTuple):
-    """Tile buffers, made once per work item: fresh 1-4 MiB arrays per tile cost page faults (about 20%)."""
-
-    s: object  # (..., block_q, block_k) scores, then weights P
-    ds: object  # (..., block_q, block_k) dP, then dS
-    kv: object  # (..., block_k, d) a tile's dV or dK contribution
-    extra: tuple = ()  # backward: ([K | 1]^T, [V | 1]^T), each (..., d + 1, S), contiguous
-
-
-def _workspace(xp, q, block_q, block_k, S):
-    """Buffers on NumPy; ``None`` elsewhere (CuPy's memory pool makes fresh arrays cheap already)."""
-    if xp.__name__ != "numpy":
-        return _Workspace(None, None, None)
-    lead, bq, bk = q.shape[:-2], min(block_q, q.shape[-2]), min(block_k, S)
-    return _Workspace(*(xp.empty((*lead, *shape), dtype=q.dtype) for shape in ((bq, bk), (bq, bk), (bk, q.shape[-1]))))
-
-
-def _mm(xp, a, b, buf, rows, cols):
-    """``a @ b``, written into the top-left ``(rows, cols)`` corner of ``buf`` when there is one."""
-    return a @ b if buf is None else xp.matmul(a, b, out=buf[..., :rows, :cols])
+    return xp, scores_shape
 
 
 def _scores(xp, qs, kT, mask, causal, q0, q1, k0, k1, out):
     """One tile of scaled, masked scores ``(..., bq, bk)`` from ``kT`` ``(..., d, S)``, into ``out``'s corner."""
-    s = _mm(xp, qs, kT[..., :, k0:k1], out, q1 - q0, k1 - k0)  # (..., bq, bk); K^T contiguous: ~12% faster
-    if mask is not None and mask.dtype == bool:
-        xp.copyto(s, -xp.inf, where=mask[..., q0:q1, k0:k1])
+    s = matmul_into(xp, qs, kT[..., :, k0:k1], out, q1 - q0, k1 - k0)  # (..., bq, bk); K^T contiguous: ~12% faster
+    if mask is not None and mask.dtype == xp.bool:
+        s = fill_where(xp, s, mask[..., q0:q1, k0:k1])
     elif mask is not None:
         s += mask[..., q0:q1, k0:k1]
     if causal and k1 - 1 > q0:  # the tile crosses the diagonal: key s > query t is masked
-        xp.copyto(s, -xp.inf, where=xp.arange(k0, k1)[None, :] > xp.arange(q0, q1)[:, None])
+        device = device_of(s)
+        s = fill_where(xp, s, xp.arange(k0, k1, device=device)[None, :] > xp.arange(q0, q1, device=device)[:, None])
     return s
+
+
+def _at(idx, rows=slice(None)):
+    """The index of ``rows`` of work item ``idx`` in a ``(B, h, L, ...)`` array (the standard wants the ``...``)."""
+    return (*idx, rows, ...)
 
 
 def _key_end(causal, q1, S):
@@ -135,6 +144,11 @@ def _key_end(causal, q1, S):
 NO_SHIFT_BOUND = {"float32": 30.0, "float64": 300.0}
 
 
+def _key_norm(xp, k):
+    """``max |k_s|`` over the keys of one work item, for :func:`_shift_free`; ``None`` off NumPy."""
+    return float(xp.sqrt(xp.max(xp.sum(k * k, axis=-1)))) if is_numpy(xp) else None
+
+
 def _shift_free(xp, qs, k_norm, mask):
     """Whether every score of the block lies within ``NO_SHIFT_BOUND``: ``|q . k| <= |q| max|k|`` (Cauchy-Schwarz).
 
@@ -142,99 +156,117 @@ def _shift_free(xp, qs, k_norm, mask):
     (whose only job is that) can be 0: softmax is the same for any shift. A float mask may add any
     number, so it always takes the shift. Only on NumPy (a float() here would wait for the GPU).
     """
-    if k_norm is None or (mask is not None and mask.dtype != bool):
+    if k_norm is None or (mask is not None and mask.dtype != xp.bool):
         return False
-    return float(xp.sqrt((qs * qs).sum(axis=-1).max())) * k_norm <= NO_SHIFT_BOUND[qs.dtype.name]
+    bound = NO_SHIFT_BOUND["float32" if qs.dtype == xp.float32 else "float64"]
+    return float(xp.sqrt(xp.max(xp.sum(qs * qs, axis=-1)))) * k_norm <= bound
 
 
 def _exp_tile(xp, s, m, shift):
     """``P = exp(S - m_new)`` in place, the new running max and ``alpha = exp(m_old - m_new)`` (line 9)."""
     if not shift:  # every score is small (see _shift_free): m stays 0, alpha 1
-        return xp.exp(s, out=s), m, 1
+        return exp_in_place(xp, s), m, 1
     # a row with nothing allowed yet uses 0 (exp(-inf - 0) = 0)
-    m_new = xp.maximum(m, s.max(axis=-1, keepdims=True))  # (..., bq, 1)
-    m_safe = xp.where(m_new == -xp.inf, 0, m_new).astype(s.dtype, copy=False)
+    m_new = xp.maximum(m, xp.max(s, axis=-1, keepdims=True))  # (..., bq, 1)
+    m_safe = xp.where(m_new == -xp.inf, 0.0, m_new)
     s -= m_safe
-    return xp.exp(s, out=s), m_new, xp.exp(m - m_safe)  # alpha: 0 on the first tile
+    return exp_in_place(xp, s), m_new, xp.exp(m - m_safe)  # alpha: 0 on the first tile
 
 
 def _forward_block(xp, q, kT, v, mask, causal, scale, q0, q1, block_k, ws, k_norm):
-    """Online softmax of one query block over its key tiles: ``(out, lse)`` of the block."""
+    """Online softmax of one query block over its key tiles: ``(out, lse, m, log l)`` of the block."""
+    device = device_of(q)
     qs = q[..., q0:q1, :] * scale  # (..., bq, d_k), 1/sqrt(d_k) folded in once
     shift = not _shift_free(xp, qs, k_norm, mask)
-    m = xp.full((*qs.shape[:-1], 1), -xp.inf if shift else 0, dtype=q.dtype)  # running max (..., bq, 1)
+    m = xp.full((*qs.shape[:-1], 1), -xp.inf if shift else 0.0, dtype=q.dtype, device=device)  # running max (..., bq, 1)
     l_sum = xp.zeros_like(m)  # running sum l
-    acc = xp.zeros((*qs.shape[:-1], v.shape[-1]), dtype=q.dtype)  # running output (..., bq, d_v)
-    ones = xp.ones((min(block_k, v.shape[-2]), 1), dtype=q.dtype)
-    for k0 in range(0, _key_end(causal, q1, v.shape[-2]), block_k):
-        k1 = min(k0 + block_k, _key_end(causal, q1, v.shape[-2]))
+    acc = xp.zeros((*qs.shape[:-1], v.shape[-1]), dtype=q.dtype, device=device)  # running output (..., bq, d_v)
+    ones = xp.ones((min(block_k, v.shape[-2]), 1), dtype=q.dtype, device=device)
+    key_end = _key_end(causal, q1, v.shape[-2])
+    for k0 in range(0, key_end, block_k):
+        k1 = min(k0 + block_k, key_end)
         s = _scores(xp, qs, kT, mask, causal, q0, q1, k0, k1, ws.s)  # (..., bq, bk)
         # 1-2. new running max and this tile's exponentials, in place (Alg. 1, line 9)
         p, m, alpha = _exp_tile(xp, s, m, shift)
         # 3. rescale what was summed under the old max, then add this tile (Alg. 1: l line 9, O line 10)
-        l_sum = l_sum * alpha + p @ ones[: k1 - k0]  # row sums as a GEMV (4x np.sum's speed)
+        l_sum = l_sum * alpha + p @ ones[: k1 - k0, :]  # row sums as a GEMV (4x np.sum's speed)
         acc = acc * alpha + p @ v[..., k0:k1, :]  # (..., bq, d_v)
     # 4. normalise; an empty row (l = 0) gives out 0 and lse -inf (Alg. 1, lines 12-13)
     empty = l_sum == 0
-    l_safe = xp.where(empty, 1, l_sum).astype(q.dtype, copy=False)
-    lse = xp.where(empty, -xp.inf, m + xp.log(l_safe)).astype(q.dtype, copy=False)
-    return acc / l_safe, lse[..., 0]
+    l_safe = xp.where(empty, 1.0, l_sum)
+    log_l, m = xp.log(l_safe), xp.where(empty, 0.0, m)  # (..., bq, 1) each, kept apart for the backward
+    lse = xp.where(empty, -xp.inf, m + log_l)
+    return acc / l_safe, lse[..., 0], m[..., 0], log_l[..., 0]
 
 
 def _with_column(xp, a, column):
-    """``[a | column]``: ``(..., n, d)`` and ``(..., n, 1)`` -> ``(..., n, d + 1)``."""
-    return xp.concatenate([a, xp.broadcast_to(column, (*a.shape[:-1], 1)).astype(a.dtype, copy=False)], axis=-1)
+    """``[a | column]``: ``(..., n, d)`` and ``column`` broadcastable to ``(..., n, 1)`` -> ``(..., n, d + 1)``."""
+    return xp.concat([a, xp.broadcast_to(column, (*a.shape[:-1], 1))], axis=-1)
 
 
 def _backward_block(xp, c, dout, D, lse_b, grads, idx, q0, q1, ws):
-    """Algorithm 2's inner loop for one query block of one (batch, head) item ``idx``.
+    """Algorithm 2's inner loop for one query block of one work item ``idx`` (a (b, head) pair, or everything).
 
     ``- L_i`` and ``- D_i`` ride along in the GEMMs as one extra column
-    (``[Q_i | -L_i] [K_j | 1]^T = Q_i K_j^T - L_i``): two fewer passes over each tile.
+    (``[Q_i | -L_i] [K_j | 1]^T = Q_i K_j^T - L_i``): two fewer passes over each tile. A float mask
+    adds to the scores first, as in the forward, and ``m_i`` and ``log l_i`` are taken off after: a
+    large finite mask value (``-1e9``, ``finfo.min``) hiding the whole row makes ``L_i`` as large, and
+    ``Q_i K_j^T - L_i + mask`` would cancel to nothing.
     """
     (dq, dk, dv), (k_oneT, v_oneT) = grads, ws.extra
-    q, k = c.q[idx], c.k[idx]  # (..., T|S, d)
-    mask = None if c.mask is None else c.mask[idx]
-    qs = q[..., q0:q1, :] * c.scale  # (..., bq, d_k)
-    do = dout[idx][..., q0:q1, :]  # (..., bq, d_v)
-    qs_l = _with_column(xp, qs, -lse_b[idx][..., q0:q1, None])  # (..., bq, d_k + 1) = [Q_i | -L_i]
-    do_d = _with_column(xp, do, -D[idx][..., q0:q1, None])  # (..., bq, d_v + 1) = [dO_i | -D_i]
+    rows = _at(idx, slice(q0, q1))  # this block's rows of a (B, h, T, ...) array
+    k = c.k[_at(idx)]  # (..., S, d_k)
+    mask = None if c.mask is None else c.mask[_at(idx)]
+    float_mask = mask is not None and mask.dtype != xp.bool
+    qs = c.q[rows] * c.scale  # (..., bq, d_k)
+    do = dout[rows]  # (..., bq, d_v)
+    qs_l = qs if float_mask else _with_column(xp, qs, -lse_b[rows][..., None])  # (..., bq, d_k + 1) = [Q_i | -L_i]
+    kT = k_oneT[..., :-1, :] if float_mask else k_oneT  # K^T, or [K | 1]^T
+    do_d = _with_column(xp, do, -D[rows][..., None])  # (..., bq, d_v + 1) = [dO_i | -D_i]
     dq_acc = 0  # (..., bq, d_k) after the first tile
     for k0 in range(0, _key_end(c.causal, q1, k.shape[-2]), c.block_k):
         k1 = min(k0 + c.block_k, _key_end(c.causal, q1, k.shape[-2]))
+        keys = _at(idx, slice(k0, k1))  # this tile's rows of a (B, h, S, ...) array
         # lines 10-11: recompute the tile's weights from the saved log-sum-exp: P = exp(S - L)
-        s = _scores(xp, qs_l, k_oneT, mask, c.causal, q0, q1, k0, k1, ws.s)  # (..., bq, bk)
-        p = xp.exp(s, out=s)
+        s = _scores(xp, qs_l, kT, mask, c.causal, q0, q1, k0, k1, ws.s)  # (..., bq, bk)
+        if float_mask:  # (S + mask - m) - log l, as the forward made it
+            s -= c.row_max[rows][..., None]
+            s -= c.log_l[rows][..., None]
+        p = exp_in_place(xp, s)
         # line 12: dV_j += P^T dO_i
-        dv[idx][..., k0:k1, :] += _mm(xp, p.swapaxes(-1, -2), do, ws.kv, k1 - k0, do.shape[-1])  # (..., bk, d_v)
+        dv[keys] += matmul_into(xp, p.mT, do, ws.kv, k1 - k0, do.shape[-1])  # (..., bk, d_v)
         # lines 13-14: dS = P * (dO V^T - D)
-        ds = _mm(xp, do_d, v_oneT[..., :, k0:k1], ws.ds, q1 - q0, k1 - k0)  # (..., bq, bk)
+        ds = matmul_into(xp, do_d, v_oneT[..., :, k0:k1], ws.ds, q1 - q0, k1 - k0)  # (..., bq, bk)
         ds *= p
         # lines 15-16: dQ_i += dS K_j; dK_j += dS^T (Q_i / sqrt(d_k))
         dq_acc = dq_acc + ds @ k[..., k0:k1, :]  # (..., bq, d_k)
-        dk[idx][..., k0:k1, :] += _mm(xp, ds.swapaxes(-1, -2), qs, ws.kv, k1 - k0, qs.shape[-1])  # (..., bk, d_k)
-    dq[idx][..., q0:q1, :] = dq_acc * c.scale
+        dk[keys] += matmul_into(xp, ds.mT, qs, ws.kv, k1 - k0, qs.shape[-1])  # (..., bk, d_k)
+    dq[rows] = dq_acc * c.scale
 
 
 def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, block_k=None, workers=None):
     """Scaled dot-product attention without storing the ``(B, h, T, S)`` weights.
 
     Args:
-        q: ``(B, h, T, d_k)`` float32/float64 queries; k: ``(B, h, S, d_k)``; v: ``(B, h, S, d_v)``, same dtype.
-        mask: bool (True = not allowed) or float (added), broadcastable to ``(B, h, T, S)``; or ``None``.
+        q: ``(B, h, T, d_k)`` float32/float64 queries; k: ``(B, h, S, d_k)``; v: ``(B, h, S, d_v)``, same dtype,
+            namespace and device (any array-API library; B = 0 gives empty outputs).
+        mask: bool (True = not allowed) or float (added; cast to ``q``'s dtype), broadcastable to ``(B, h, T, S)``;
+            or ``None``.
         causal: also mask key s > query t (fully masked tiles are skipped).
-        block_q: queries per block (default 256 on NumPy; sized to about 2**26 scores per tile on CuPy).
-        block_k: keys per tile (default min(S, 1024) on NumPy, S on CuPy; fewer than S runs the
+        block_q: queries per block (default 256 on NumPy; sized to about 2**26 scores per tile elsewhere).
+        block_k: keys per tile (default min(S, 1024) on NumPy, S elsewhere; fewer than S runs the
             online softmax across tiles).
-        workers: threads on NumPy (default: the CPU count, at most B*h); ignored on CuPy.
+        workers: threads on NumPy (default: the CPU count, at most B*h); ignored elsewhere.
 
     Returns:
         ``(out, lse, cache)``: ``out`` ``(B, h, T, d_v)`` equal to the plain path's;
         ``lse`` ``(B, h, T)``, ``log sum_s exp(score_ts)`` (``-inf`` where no key is allowed).
 
     Raises:
-        TypeError: non-float or mixed-dtype q, k, v; a mask neither bool nor float.
-        ValueError: shapes that do not fit, a mask that does not broadcast, a non-positive block size.
+        TypeError: non-float or mixed-dtype q, k, v; a dtype other than float32/float64 (float16, say);
+            a mask neither bool nor float; arrays of two libraries.
+        ValueError: shapes that do not fit, no keys (S = 0), a mask that does not broadcast, a non-positive
+            block size, arrays on two devices.
 
     Source: Dao 2023 (FlashAttention-2), Algorithm 1; Vaswani et al. 2017, eq. (1).
     """
@@ -243,56 +275,66 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
     if min(block_q, block_k, workers) < 1:
         raise ValueError(f"tiled attention: block_q={block_q}, block_k={block_k}, workers={workers} must be positive")
     if mask is not None:  # a key hidden from every query holds no influence, whatever it holds (NaN, inf)
+        mask = mask if mask.dtype in (xp.bool, q.dtype) else cast_mask(mask, q.dtype)  # in-place adds keep q's dtype
         dead = dead_keys(mask)[..., None]  # (..., S, 1)
-        k, v = xp.where(dead, 0, k), xp.where(dead, 0, v)  # (B, h, S, d_k), (B, h, S, d_v): fresh arrays
+        k, v = xp.where(dead, 0.0, k), xp.where(dead, 0.0, v)  # (B, h, S, d_k), (B, h, S, d_v): fresh arrays
         mask = xp.broadcast_to(mask, scores_shape)  # a view: no memory
     # each head's rows contiguous: GEMMs on strided (B, h, T, d_k) views of (B, T, d_model) run ~30% slower
-    q, k, v = (xp.ascontiguousarray(a) for a in (q, k, v))  # (B, h, L, d), O(L d) each
+    q, k, v = (contiguous(xp, a) for a in (q, k, v))  # (B, h, L, d), O(L d) each
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
-    out = xp.empty((*q.shape[:-1], v.shape[-1]), dtype=q.dtype)  # (B, h, T, d_v)
-    lse = xp.empty(q.shape[:-1], dtype=q.dtype)  # (B, h, T)
+    device = device_of(q)
+    out = xp.empty((*q.shape[:-1], v.shape[-1]), dtype=q.dtype, device=device)  # (B, h, T, d_v)
+    lse, row_max, log_l = (xp.empty(q.shape[:-1], dtype=q.dtype, device=device) for _ in range(3))  # (B, h, T) each
 
     def job(idx):
-        m = None if mask is None else mask[idx]
-        ws = _workspace(xp, q[idx], block_q, block_k, k.shape[2])
-        kT = xp.ascontiguousarray(k[idx].swapaxes(-1, -2))  # (..., d_k, S)
-        k_norm = float(xp.sqrt((k[idx] * k[idx]).sum(axis=-1).max())) if xp.__name__ == "numpy" else None
+        m = None if mask is None else mask[_at(idx)]
+        ws = workspace(xp, q[_at(idx)], block_q, block_k, k.shape[2])
+        kT = contiguous(xp, k[_at(idx)].mT)  # (..., d_k, S)
+        k_norm = _key_norm(xp, k[_at(idx)])
         for q0 in range(0, q.shape[2], block_q):
             q1 = min(q0 + block_q, q.shape[2])
-            out[idx][..., q0:q1, :], lse[idx][..., q0:q1] = _forward_block(
-                xp, q[idx], kT, v[idx], m, causal, scale, q0, q1, block_k, ws, k_norm
+            rows = _at(idx, slice(q0, q1))
+            out[rows], lse[rows], row_max[rows], log_l[rows] = _forward_block(
+                xp, q[_at(idx)], kT, v[_at(idx)], m, causal, scale, q0, q1, block_k, ws, k_norm
             )
 
     run_items(xp, workers, job, work_items(xp, q))
-    return out, lse, TiledAttentionCache(q, k, v, out, lse, mask, bool(causal), scale, block_q, block_k, workers)
+    cache = TiledAttentionCache(q, k, v, out, lse, row_max, log_l, mask, bool(causal), scale, block_q, block_k, workers)
+    return out, lse, cache
 
 
 def tiled_attention_backward(dout, cache: TiledAttentionCache):
     """Gradients of :func:`tiled_attention_forward`, tiles recomputed from the log-sum-exp.
 
     Args:
-        dout: ``(B, h, T, d_v)`` upstream gradient.
+        dout: ``(B, h, T, d_v)`` upstream gradient, the forward's namespace and device.
 
     Returns:
         ``(dq, dk, dv)`` with the shapes of ``q``, ``k``, ``v``; zero for masked pairs.
 
+    Raises:
+        ValueError: ``dout`` is not the output's shape.
+
     Source: Dao 2023 (FlashAttention-2), Algorithm 2, lines 4 and 10-16.
     """
     c = cache
-    xp = get_array_module(dout, c.q)
+    xp = array_namespace(dout, c.q)
+    if dout.shape != c.out.shape:
+        raise ValueError(f"tiled attention: dout has shape {dout.shape}, the output {c.out.shape}")
+    device = device_of(c.q)
     # line 4: D_i = rowsum(dO_i * O_i) (= rowsum(dP * P), without P)
-    dout = xp.ascontiguousarray(dout)  # (B, h, T, d_v)
-    D = (dout * c.out).sum(axis=-1)  # (B, h, T)
+    dout = contiguous(xp, dout)  # (B, h, T, d_v)
+    D = xp.sum(dout * c.out, axis=-1)  # (B, h, T)
     # an empty row has every key masked (-inf after _scores, P = 0) whatever L is: 0 keeps inf out of the GEMMs
-    lse_b = xp.where(c.lse == -xp.inf, 0, c.lse).astype(c.lse.dtype, copy=False)  # (B, h, T)
+    lse_b = xp.where(c.lse == -xp.inf, 0.0, c.lse)  # (B, h, T)
     dq = xp.empty_like(c.q)
-    dk, dv = xp.zeros(c.k.shape, dtype=c.q.dtype), xp.zeros(c.v.shape, dtype=c.q.dtype)
+    dk, dv = (xp.zeros(a.shape, dtype=c.q.dtype, device=device) for a in (c.k, c.v))
+    one = xp.ones((1, 1), dtype=c.q.dtype, device=device)
     T = c.q.shape[2]
 
     def job(idx):
-        ws = _workspace(xp, c.q[idx], c.block_q, c.block_k, c.k.shape[2])
-        extra = tuple(xp.ascontiguousarray(_with_column(xp, a[idx], 1.0).swapaxes(-1, -2)) for a in (c.k, c.v))
-        ws = ws._replace(extra=extra)
+        extra = tuple(contiguous(xp, _with_column(xp, a[_at(idx)], one).mT) for a in (c.k, c.v))  # [K | 1]^T, [V | 1]^T
+        ws = workspace(xp, c.q[_at(idx)], c.block_q, c.block_k, c.k.shape[2])._replace(extra=extra)
         for q0 in range(0, T, c.block_q):
             _backward_block(xp, c, dout, D, lse_b, (dq, dk, dv), idx, q0, min(q0 + c.block_q, T), ws)
 

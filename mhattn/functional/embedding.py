@@ -3,15 +3,18 @@
 Vaswani et al. 2017, §3.4: learned embeddings map token ids to vectors of
 size d_model. Forward gathers rows ``W[ids]``; the same id may appear many
 times in a batch, so backward must *accumulate* every position's gradient
-into that id's row. ``xp.add.at`` does the unbuffered add on NumPy and CuPy;
-``dW[ids] += dout`` would keep only one of the repeated updates.
+into that id's row. :func:`mhattn.xp_extra.scatter_add` does the unbuffered add
+(``np.add.at`` on NumPy, the library's own elsewhere); ``dW[ids] += dout`` would
+keep only one of the repeated updates.
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
-from mhattn.backend import get_array_module
+from mhattn.backend import array_namespace, device_of
+from mhattn.xp_extra import scatter_add
 
 
 class EmbeddingCache(NamedTuple):
@@ -24,25 +27,25 @@ def embedding_forward(ids, W):
     """Look up ``W[ids]``.
 
     Args:
-        ids: ``(B, T)`` integer array, values in ``[0, V)``.
+        ids: ``(B, T)`` integer array, values in ``[0, V)``, on ``W``'s device (B = 0 gives an empty output).
         W: ``(V, d_model)`` float32/float64 embedding table.
 
     Returns:
         ``(out, cache)``; ``out`` is ``(B, T, d_model)`` with ``W``'s dtype, a fresh array (a gather copies).
 
     Raises:
-        TypeError: ``ids`` is not an integer array.
-        ValueError: an id is outside ``[0, V)``.
+        TypeError: ``ids`` is not an integer array; ``ids`` and ``W`` of two libraries.
+        ValueError: an id is outside ``[0, V)``; ``ids`` and ``W`` on two devices.
     """
-    get_array_module(ids, W)
-    if not hasattr(ids, "dtype") or ids.dtype.kind not in "iu":
+    xp = array_namespace(ids, W)
+    if not hasattr(ids, "dtype") or not xp.isdtype(ids.dtype, "integral"):
         raise TypeError(f"embedding: ids must be an integer array, got {getattr(ids, 'dtype', type(ids).__name__)}")
-    V = W.shape[0]
-    if ids.size and bool(((ids < 0) | (ids >= V)).any()):  # one device read, at the model's entry
-        raise ValueError(f"embedding: ids must lie in [0, {V}), got values in [{int(ids.min())}, {int(ids.max())}]")
+    V, d_model = W.shape
+    if math.prod(ids.shape) and bool(xp.any((ids < 0) | (ids >= V))):  # one device read, at the model's entry
+        raise ValueError(f"embedding: ids must lie in [0, {V}), got values in [{int(xp.min(ids))}, {int(xp.max(ids))}]")
     # 1. gather one row per token
-    out = W[ids]  # (B, T, d_model)
-    return out, EmbeddingCache(ids, W.shape, W.dtype)
+    out = xp.take(W, xp.reshape(ids, (-1,)), axis=0)  # (B*T, d_model)
+    return xp.reshape(out, (*ids.shape, d_model)), EmbeddingCache(ids, W.shape, W.dtype)  # (B, T, d_model)
 
 
 def embedding_backward(dout, cache: EmbeddingCache):
@@ -52,10 +55,11 @@ def embedding_backward(dout, cache: EmbeddingCache):
         dout: ``(B, T, d_model)`` upstream gradient.
 
     Returns:
-        ``dW`` ``(V, d_model)``: row v is the sum of ``dout`` over every position holding id v.
+        ``dW`` ``(V, d_model)``, on ``dout``'s device: row v is the sum of ``dout`` over every position holding id v
+        (zeros when B = 0).
     """
-    xp = get_array_module(dout)
-    dW = xp.zeros(cache.W_shape, dtype=cache.dtype)  # (V, d_model)
+    xp = array_namespace(dout, cache.ids)
+    dW = xp.zeros(cache.W_shape, dtype=cache.dtype, device=device_of(dout))  # (V, d_model)
     # step 1 was: gather rows -> scatter-add them back; repeated ids accumulate
-    xp.add.at(dW, cache.ids.reshape(-1), dout.reshape(-1, cache.W_shape[1]))  # (B*T,) , (B*T, d_model)
-    return dW
+    ids = xp.reshape(cache.ids, (-1,))  # (B*T,)
+    return scatter_add(xp, dW, ids, xp.reshape(dout, (-1, cache.W_shape[1])))  # (B*T, d_model) added into (V, d_model)

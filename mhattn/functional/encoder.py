@@ -46,7 +46,7 @@ def encoder_block_forward(x, params, num_heads, *, attn_mask=None, head_mask=Non
     """Pre-LN encoder block.
 
     Args:
-        x: ``(B, T, d_model)`` float32/float64.
+        x: ``(B, T, d_model)`` float32/float64, any array-API library (B = 0, an empty batch, is allowed).
         params: mapping with every name in ``BLOCK_PARAM_NAMES`` (see module docstring).
         num_heads: h.
         attn_mask: e.g. :func:`mhattn.causal_mask` ``(T, T)`` for a language model.
@@ -55,7 +55,7 @@ def encoder_block_forward(x, params, num_heads, *, attn_mask=None, head_mask=Non
 
     Returns:
         ``(out, weights, cache)``: ``out`` ``(B, T, d_model)``, a fresh array; ``weights`` ``(B, h, T, T)``,
-        read-only (a view of the cached weights on NumPy, a copy on CuPy).
+        read-only (a view of the cached weights on NumPy, a copy elsewhere); all of ``x``'s namespace and device.
     """
     attn_params = {n: params[f"attn.{n}"] for n in PARAM_NAMES}
     # 1. normalise before attention

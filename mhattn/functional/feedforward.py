@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import get_array_module
+from mhattn.backend import array_namespace, is_numpy
 from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
 
 
@@ -16,21 +16,32 @@ class FeedForwardCache(NamedTuple):
     fc2: LinearCache
 
 
+def _relu_in_place(xp, hidden):
+    """``max(0, hidden)`` written into ``hidden`` (a fresh GEMM result the caller owns); returns it.
+
+    NumPy: ``maximum(out=)``, no temporary; elsewhere the standard's boolean-mask assignment.
+    """
+    if is_numpy(xp):
+        return xp.maximum(hidden, 0, out=hidden)
+    hidden[hidden < 0] = 0.0
+    return hidden
+
+
 def feedforward_forward(x, W1, b1, W2, b2):
     """Two linear maps with a ReLU between.
 
     Args:
-        x: ``(..., d_model)``; W1 ``(d_model, d_ff)``; b1 ``(d_ff,)``;
-        W2 ``(d_ff, d_model)``; b2 ``(d_model,)``; one float dtype.
+        x: ``(..., d_model)`` (a leading size 0, an empty batch, is allowed); W1 ``(d_model, d_ff)``; b1 ``(d_ff,)``;
+        W2 ``(d_ff, d_model)``; b2 ``(d_model,)``; one float dtype, one namespace and device.
 
     Returns:
         ``(out, cache)``, ``out`` ``(..., d_model)``, a fresh array (not in the cache).
     """
-    xp = get_array_module(x)
+    xp = array_namespace(x, W1, b1, W2, b2)
     # 1. expand
     hidden, fc1 = linear_forward(x, W1, b1)  # (..., d_ff)
     # 2. ReLU, in place on the fresh GEMM result
-    relu = xp.maximum(hidden, 0, out=hidden)  # (..., d_ff)
+    relu = _relu_in_place(xp, hidden)  # (..., d_ff)
     # 3. project back
     out, fc2 = linear_forward(relu, W2, b2)  # (..., d_model)
     return out, FeedForwardCache(fc1, fc2)
@@ -41,7 +52,7 @@ def feedforward_backward(dout, cache: FeedForwardCache):
     # step 3 was: relu W2 + b2
     drelu, dW2, db2 = linear_backward(dout, cache.fc2)  # (..., d_ff)
     # step 2 was: ReLU -> pass the gradient where the input was positive (where the output is)
-    dhidden = drelu * (cache.fc2.x > 0)  # fc2.x is the ReLU's output
+    dhidden = array_namespace(drelu).where(cache.fc2.x > 0, drelu, 0.0)  # fc2.x is the ReLU's output
     # step 1 was: x W1 + b1
     dx, dW1, db1 = linear_backward(dhidden, cache.fc1)  # (..., d_model)
     return dx, dW1, db1, dW2, db2

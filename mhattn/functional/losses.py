@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import get_array_module
+from mhattn.backend import array_namespace, is_numpy
+from mhattn.xp_extra import one_hot, pick_last
 
 
 class CrossEntropyCache(NamedTuple):
@@ -25,51 +26,68 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
 
     Args:
         logits: ``(..., C)`` float32/float64.
-        targets: ``(...)`` integers in ``[0, C)`` or ``ignore_index``.
+        targets: ``(...)`` integers in ``[0, C)`` or ``ignore_index``, on ``logits``' device.
         ignore_index: targets equal to it add nothing to the loss or the gradient, whatever
             their row of logits holds (NaN and ±inf included).
 
     Returns:
-        ``(loss, cache)``: ``loss`` a Python float (0.0 when every target is ignored).
+        ``(loss, cache)``: ``loss`` a Python float; exactly 0.0 when no target counts (every target ignored,
+        or no rows at all: an empty batch), and the gradient is then zero, not a division by zero.
 
     Raises:
-        ValueError: shapes disagree or a target is outside ``[0, C)``.
+        ValueError: shapes disagree, a target is outside ``[0, C)``, or the arrays are on two devices.
+        TypeError: ``targets`` is not an integer array, or the arrays are of two libraries.
     """
-    xp = get_array_module(logits, targets)
+    xp = array_namespace(logits, targets)
     C = logits.shape[-1]
     if targets.shape != logits.shape[:-1]:
         raise ValueError(f"cross_entropy: targets {targets.shape} must match logits {logits.shape} without the class axis")
-    z = logits.reshape(-1, C)  # (N, C)
-    y = targets.reshape(-1)  # (N,)
+    if not xp.isdtype(targets.dtype, "integral"):
+        raise TypeError(f"cross_entropy: targets must be an integer array, got {targets.dtype}")
+    z = xp.reshape(logits, (-1, C))  # (N, C)
+    y = xp.reshape(targets, (-1,))  # (N,)
     valid = y != ignore_index
     safe = xp.where(valid, y, 0)
-    if y.size and (int(safe.min()) < 0 or int(safe.max()) >= C):
+    if y.shape[0] and (int(xp.min(safe)) < 0 or int(xp.max(safe)) >= C):
         raise ValueError(f"cross_entropy: targets must be in [0, {C}) or {ignore_index}")
+    count = int(xp.count_nonzero(valid))
     # 0. ignored rows are replaced by zeros: whatever they hold (NaN, -inf) cannot reach the loss or the gradient
-    if not bool(valid.all()):
-        z = xp.where(valid[:, None], z, 0)  # (N, C)
+    if count < y.shape[0]:
+        z = xp.where(valid[:, None], z, 0.0)  # (N, C)
     # 1. log-softmax, shifted by the row maximum for stability
-    shifted = z - z.max(axis=1, keepdims=True)  # (N, C)
-    logsumexp = xp.log(xp.exp(shifted).sum(axis=1, keepdims=True))  # (N, 1)
+    shifted = z - xp.max(z, axis=1, keepdims=True)  # (N, C)
+    logsumexp = xp.log(xp.sum(xp.exp(shifted), axis=1, keepdims=True))  # (N, 1)
     # 2. pick the target's log-probability (log-softmax at the target only) and average over the valid targets
-    count = int(valid.sum())
-    picked = (shifted[xp.arange(y.size), safe] - logsumexp[:, 0]) * valid  # (N,)
-    loss = -float(picked.sum()) / max(count, 1)
+    picked = xp.where(valid, pick_last(xp, shifted, safe) - logsumexp[:, 0], 0.0)  # (N,)
+    loss = -float(xp.sum(picked)) / count if count else 0.0
     return loss, CrossEntropyCache(shifted, logsumexp, safe, valid, count, logits.shape)
+
+
+def _exp_in_place(xp, a):
+    """``exp(a)``, written into ``a`` on NumPy (no second ``(N, C)`` array); a fresh array elsewhere."""
+    return xp.exp(a, out=a) if is_numpy(xp) else xp.exp(a)
+
+
+def _minus_one_at_targets(xp, probs, targets):
+    """``probs[n, targets[n]] -= 1`` for each row n: in place on NumPy, a fresh ``probs - onehot`` elsewhere."""
+    if is_numpy(xp):
+        probs[xp.arange(probs.shape[0]), targets] -= 1.0
+        return probs
+    return probs - one_hot(xp, targets, probs.shape[1], probs.dtype)  # (N, C)
 
 
 def cross_entropy_backward(dloss, cache: CrossEntropyCache):
     """Gradient of :func:`cross_entropy_forward` for an upstream scalar ``dloss`` (1.0 for the loss itself).
 
     Returns:
-        ``dlogits`` with the logits' shape.
+        ``dlogits`` with the logits' shape, namespace and device (zero when no target counts).
     """
-    xp = get_array_module(cache.shifted)
+    xp = array_namespace(cache.shifted)
     # step 2 was: mean over valid targets of -logp[y]
     # step 1 was: log-softmax -> d/dz = softmax - onehot
     # step 0 was: ignored rows replaced by zeros -> their gradient is zero (the valid factor below)
     grad = cache.shifted - cache.logsumexp  # (N, C) log-softmax, formed here so an evaluation-only forward skips it
-    xp.exp(grad, out=grad)  # (N, C) softmax
-    grad[xp.arange(grad.shape[0]), cache.targets] -= 1.0
-    grad *= (cache.valid * (float(dloss) / max(cache.count, 1)))[:, None].astype(grad.dtype)
-    return grad.reshape(cache.shape)
+    grad = _exp_in_place(xp, grad)  # (N, C) softmax
+    grad = _minus_one_at_targets(xp, grad, cache.targets)
+    grad *= (xp.astype(cache.valid, grad.dtype) * (float(dloss) / max(cache.count, 1)))[:, None]  # (N, 1)
+    return xp.reshape(grad, cache.shape)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import get_array_module
+from mhattn.backend import array_namespace, device_of
 from mhattn.functional.dropout import DropoutCache, dropout_backward, dropout_forward
 from mhattn.functional.embedding import EmbeddingCache, embedding_backward, embedding_forward
 from mhattn.functional.encoder import BLOCK_PARAM_NAMES, encoder_block_backward, encoder_block_forward
@@ -48,7 +48,8 @@ def transformer_forward(
     """Run the model.
 
     Args:
-        ids: ``(B, T)`` integer tokens.
+        ids: ``(B, T)`` integer tokens (B = 0, an empty batch, gives empty logits and weights), on the
+            parameters' device.
         params: the flat mapping described in the module docstring.
         num_heads, num_layers, num_outputs: h, L and the number of classifiers K.
         causal: mask future keys (language modelling).
@@ -58,7 +59,7 @@ def transformer_forward(
     Returns:
         ``(logits, weights, cache)``: ``logits`` a tuple of K arrays ``(B, T, C_k)``;
         ``weights`` a tuple of L arrays ``(B, h, T, T)``, read-only (views of the cached weights on
-        NumPy, copies on CuPy); the logits are fresh arrays.
+        NumPy, copies elsewhere); the logits are fresh arrays, all of ``ids``' namespace and device.
 
     Raises:
         ValueError: ``head_mask`` has the wrong leading size.
@@ -71,7 +72,7 @@ def transformer_forward(
     x, pos = positional_encoding_forward(e)
     x, drop = dropout_forward(x, dropout_p, rng)
     # 4. the blocks
-    mask = causal_mask(T, xp=get_array_module(ids)) if causal else None  # (T, T) bool, True = future
+    mask = causal_mask(T, xp=array_namespace(ids), device=device_of(ids)) if causal else None  # (T, T) bool, True = future
     blocks, weights = [], []
     for layer in range(num_layers):
         xi = None if head_mask is None else head_mask[layer]
@@ -106,7 +107,8 @@ def transformer_backward(dlogits, cache: TransformerCache):
     dz = None
     for k, (d, c) in enumerate(zip(dlogits, cache.heads, strict=True)):
         if d is None:  # a classifier without loss: zero gradient
-            d = get_array_module(c.x).zeros((*c.x.shape[:-1], c.W.shape[1]), dtype=c.x.dtype)  # (B, T, C_k)
+            shape = (*c.x.shape[:-1], c.W.shape[1])  # (B, T, C_k)
+            d = array_namespace(c.x).zeros(shape, dtype=c.x.dtype, device=device_of(c.x))
         dzk, grads[f"out.{k}.W"], grads[f"out.{k}.b"] = linear_backward(d, c)
         dz = dzk if dz is None else dz + dzk
     # step 5 was: final LayerNorm
