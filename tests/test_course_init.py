@@ -1,8 +1,8 @@
 """``mhattn course init DIR``: the course without a clone.
 
-It copies the notebooks (.ipynb and .py), the exercise stubs, their README and the visible tests; it never
-overwrites a learner's edits; and no answer (``solutions/``, ``exercises_src/``, a solution region) is
-copied, nor built into the wheel's materials.
+It copies the notebooks (.ipynb and .py), the exercise stubs, their README and the visible tests; it restores
+missing files and never overwrites a learner's edits (``--force`` moves them to ``.bak`` first); and no answer
+(``solutions/``, ``exercises_src/``, a solution region) is copied, nor built into the wheel's materials.
 """
 
 from __future__ import annotations
@@ -44,19 +44,32 @@ def test_init_copies_the_course_and_prints_the_next_command(tmp_path, capsys):
     assert not (dest / "solutions").exists() and not (dest / "exercises_src").exists()
 
 
-def test_init_again_is_fine_but_an_edit_is_never_overwritten(tmp_path, capsys):
+def test_init_again_is_fine_restores_what_is_missing_and_never_overwrites_an_edit(tmp_path, capsys):
     dest = tmp_path / "c"
     assert main(["course", "init", str(dest)]) == 0
     assert main(["course", "init", str(dest)]) == 0  # identical files: nothing to do
     edited = dest / "exercises" / EXERCISES[0]
     edited.write_text("def split_heads(x, num_heads):\n    return 'my work'\n", encoding="utf-8")
-    (dest / "notebooks" / NOTEBOOKS[0]).unlink()  # a missing file is not restored either when another conflicts
+    (dest / "notebooks" / NOTEBOOKS[0]).unlink()  # a missing file is restored even when another was edited
     capsys.readouterr()
-    assert main(["course", "init", str(dest)]) == 2
-    err = capsys.readouterr().err
-    assert f"exercises/{EXERCISES[0]}" in err and "differ" in err
+    assert main(["course", "init", str(dest)]) == 0
+    out = capsys.readouterr().out
+    assert f"exercises/{EXERCISES[0]}" in out and "never overwritten" in out and "--force" in out
     assert edited.read_text(encoding="utf-8").endswith("'my work'\n")
-    assert not (dest / "notebooks" / NOTEBOOKS[0]).exists()
+    assert (dest / "notebooks" / NOTEBOOKS[0]).read_bytes() == (ROOT / "notebooks" / NOTEBOOKS[0]).read_bytes()
+
+
+def test_force_replaces_every_edit_and_keeps_each_as_bak(tmp_path, capsys):
+    dest = tmp_path / "c"
+    assert main(["course", "init", str(dest)]) == 0
+    edits = {dest / "exercises" / name: f"mine {i}\n" for i, name in enumerate(EXERCISES[:3])}
+    for path, text in edits.items():
+        path.write_text(text, encoding="utf-8")
+    assert main(["course", "init", str(dest), "--force"]) == 0
+    for path, text in edits.items():
+        assert path.with_name(path.name + ".bak").read_text(encoding="utf-8") == text
+        assert b"NotImplementedError" in path.read_bytes()
+    assert sorted(p.name for p in (dest / "exercises").glob("*.bak")) == sorted(p.name + ".bak" for p in edits)
 
 
 def test_build_step_puts_the_materials_without_answers_into_the_package(tmp_path):
