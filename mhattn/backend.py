@@ -139,6 +139,11 @@ def array_namespace(*arrays) -> ModuleType:
         TypeError: arrays of two libraries in one call (the message names both).
         ValueError: arrays on two devices in one call (the message names both).
     """
+    for a in arrays:  # the common case first, cheaply: plain NumPy arrays (and None) only
+        if a is not None and type(a) is not np.ndarray:
+            break
+    else:
+        return np
     arrays = _arrays(arrays)
     if all(type(a) is np.ndarray for a in arrays):
         return np
