@@ -9,6 +9,8 @@ reads only shapes and dtypes, except the NaN/+inf scan of a float mask
 
 from __future__ import annotations
 
+import functools
+
 from mhattn.backend import array_namespace, is_array
 
 WEIGHT_NAMES = ("W_q", "W_k", "W_v", "W_o")
@@ -29,10 +31,16 @@ def check_float_array(name, a, dtype=None):
     """
     if not is_array(a):
         raise TypeError(f"{name} must be {ARRAY_KINDS}, got {type(a).__name__}")
-    if not array_namespace(a).isdtype(a.dtype, "real floating"):
+    if not _real_floating(array_namespace(a), a.dtype):
         raise TypeError(f"{name} must be a float32 or float64 array, got {a.dtype}")
     if dtype is not None and a.dtype != dtype:
         raise TypeError(f"{name} has dtype {a.dtype} but the parameters are {dtype}; cast one of them")
+
+
+@functools.cache
+def _real_floating(xp, dtype) -> bool:
+    """``xp.isdtype(dtype, "real floating")``, remembered: the checks run on every call, with few dtypes."""
+    return xp.isdtype(dtype, "real floating")
 
 
 def check_dropout(dropout_p, rng, where="attention"):

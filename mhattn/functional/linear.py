@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace
+from mhattn.backend import array_namespace, is_numpy
 
 
 class LinearCache(NamedTuple):
@@ -40,11 +40,11 @@ def linear_forward(x, W, b=None):
         raise ValueError(f"linear: b must have shape ({W.shape[1]},), got {b.shape}")
     xp = array_namespace(x, W, b)  # refuses two libraries or two devices
     # 1. one 2-D GEMM over all positions: (N, d_in) @ (d_in, d_out)
-    out = xp.reshape(x, (-1, x.shape[-1])) @ W  # (N, d_out)
+    out = reshape(xp, x, (-1, x.shape[-1])) @ W  # (N, d_out)
     # 2. add the bias in place on the fresh GEMM result
     if b is not None:
         out += b
-    return xp.reshape(out, (*x.shape[:-1], W.shape[1])), LinearCache(x, W, b is not None)
+    return reshape(xp, out, (*x.shape[:-1], W.shape[1])), LinearCache(x, W, b is not None)
 
 
 def linear_backward(dout, cache: LinearCache):
@@ -60,10 +60,25 @@ def linear_backward(dout, cache: LinearCache):
     """
     x, W, has_bias = cache
     xp = array_namespace(dout, W)
-    dout2 = xp.reshape(dout, (-1, dout.shape[-1]))  # (N, d_out)
+    dout2 = reshape(xp, dout, (-1, dout.shape[-1]))  # (N, d_out)
     # step 2 was: + b  -> db sums over every position
-    db = xp.sum(dout2, axis=0) if has_bias else None  # (d_out,)
+    db = sum_axis(xp, dout2, 0) if has_bias else None  # (d_out,)
     # step 1 was: x @ W -> dx = dout W^T, dW = x^T dout
-    dx = xp.reshape(dout2 @ W.mT, x.shape)  # (..., d_in)
-    dW = xp.reshape(x, (-1, x.shape[-1])).mT @ dout2  # (d_in, d_out)
+    dx = reshape(xp, dout2 @ W.mT, x.shape)  # (..., d_in)
+    dW = reshape(xp, x, (-1, x.shape[-1])).mT @ dout2  # (d_in, d_out)
     return dx, dW, db
+
+
+# NumPy's function forms (np.reshape, np.sum) dispatch to the methods through a Python wrapper: about 0.5 µs
+# (reshape) and 1 µs (sum) a call, a tenth of a step at exercise size (B 2, T 16, d_model 64) over its
+# two dozen calls. Plain NumPy arrays therefore call the methods; every other library the standard's functions.
+
+
+def reshape(xp, a, shape):
+    """``xp.reshape(a, shape)`` (the method on NumPy: the same view or copy, without the wrapper)."""
+    return a.reshape(shape) if is_numpy(xp) else xp.reshape(a, shape)
+
+
+def sum_axis(xp, a, axis, keepdims=False):
+    """``xp.sum(a, axis=axis, keepdims=keepdims)`` (the method on NumPy: the same sum, without the wrapper)."""
+    return a.sum(axis=axis, keepdims=keepdims) if is_numpy(xp) else xp.sum(a, axis=axis, keepdims=keepdims)

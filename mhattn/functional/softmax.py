@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from mhattn.backend import array_namespace, broadcasts_to, is_numpy, read_only
+from mhattn.functional.linear import sum_axis
 
 
 class SoftmaxCache(NamedTuple):
@@ -66,7 +67,7 @@ def masked_softmax(scores, mask=None, *, overwrite_input: bool = False):
     else:
         z = xp.exp(z)
     # 4. normalise; an all-masked row has sum 0 and stays all 0
-    s = xp.sum(z, axis=-1, keepdims=True)  # (..., 1)
+    s = sum_axis(xp, z, -1, keepdims=True)  # (..., 1)
     z /= xp.where(s == 0, 1.0, s)
     return z
 
@@ -107,7 +108,7 @@ def softmax_backward(dprobs, cache: SoftmaxCache):
     p = cache.probs
     xp = array_namespace(dprobs, p)
     # steps 4-1 together: the full Jacobian diag(p) - p p^T applied to dprobs
-    dot = xp.sum(dprobs * p, axis=-1, keepdims=True)  # (..., 1)
+    dot = sum_axis(xp, dprobs * p, -1, keepdims=True)  # (..., 1)
     dz = dprobs - dot
     dz *= p
     return dz
