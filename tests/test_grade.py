@@ -1,5 +1,5 @@
 """The grader is honest: full marks for solutions/, zero for the stubs, and each wrong
-submission loses the points of exactly the exercise it breaks.
+submission loses the points of exactly the named checks it breaks (tests/classroom_cases.py LOST).
 
 Every grading run starts one worker process per exercise, so solutions/ and exercises/ are
 graded once per session (module-scoped fixtures). Wrong submissions are small edits of a freshly
@@ -24,6 +24,7 @@ from mhattn.grade.stubs import stubs_for
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from classroom_cases import LOST, lost_points  # noqa: E402
 from exercise_files import write_copy  # noqa: E402
 from grader_attacks.cases import WRONG  # noqa: E402
 from grader_attacks.edits import Edit, apply  # noqa: E402
@@ -69,6 +70,7 @@ def with_edits(tmp_path, edits=(), files=None):
 
 def test_solutions_get_full_marks(solutions_report):
     assert points(solutions_report) == FULL, f"seed {solutions_report['seed']}: {reasons(solutions_report)}"
+    assert all(c["points"] == c["max_points"] for r in solutions_report["exercises"] for c in r["checks"])
     assert solutions_report["total"] == solutions_report["max_total"] == sum(FULL.values())
 
 
@@ -78,10 +80,24 @@ def test_untouched_exercises_get_zero(exercises_report):
 
 
 @pytest.mark.parametrize("case", WRONG, ids=[c.name for c in WRONG])
-def test_wrong_submission_loses_exactly_its_exercise(case, tmp_path):
+def test_wrong_submission_loses_exactly_its_checks(case, tmp_path):
     report = grade(with_edits(tmp_path, case.edits))
-    assert points(report) == {**FULL, case.exercise: 0}, f"seed {report['seed']}: {reasons(report)}"
-    assert "failed" in reasons(report)[case.exercise] and case.words in reasons(report)[case.exercise]
+    assert points(report) == {**FULL, case.exercise: FULL[case.exercise] - lost_points(case)}, f"seed {report['seed']}"
+    row = next(r for r in report["exercises"] if r["name"] == case.exercise)
+    assert {c["name"] for c in row["checks"] if c["points"] == 0} == set(LOST[case.name]), row["checks"]
+    assert all(c["points"] in (0, c["max_points"]) for c in row["checks"])
+    assert "failed" in row["reason"] and case.words in row["reason"]
+
+
+def test_every_call_counts_for_a_check_of_its_exercise():
+    """The checks written in spec.EXERCISES are exactly those the calls name, and their points add up."""
+    import numpy as np
+
+    for ex in EXERCISES:
+        names = [name for name, _ in ex.checks]
+        used = {check for call in ex.visible() + ex.hidden(np.random.default_rng(0)) for check, _ in call.judged()}
+        assert len(set(names)) == len(names) and used == set(names), ex.name
+        assert all(pts > 0 for _, pts in ex.checks) and ex.points == sum(p for _, p in ex.checks)
 
 
 ROBUSTNESS = {
@@ -124,7 +140,7 @@ def robustness_report(tmp_path_factory):
         ("ex03_attention_forward", "exception ZeroDivisionError: division by zero"),
         ("ex04_attention_backward", "imports scaled_dot_product_attention_backward from mhattn.functional"),
         ("ex05_combine_heads", "may not use anything under solutions/"),
-        ("ex06_mha_forward", "output_projection modified its input concat in place"),
+        ("ex06_mha_forward", "output_projection modified its input concat in place"),  # that check only: below
         ("ex07_mha_backward", "is hidden while ex07_mha_backward is graded"),
         ("ex08_count_parameters", "SystemExit: 3"),
         ("ex09_head_importance", "missing function(s): head_importance"),
@@ -132,8 +148,15 @@ def robustness_report(tmp_path_factory):
     ],
 )
 def test_each_bad_behaviour_scores_zero_with_a_reason(robustness_report, name, words):
-    assert points(robustness_report)[name] == 0
-    assert words in reasons(robustness_report)[name]
+    from mhattn.grade.checks_mha import PROJ
+
+    row = next(r for r in robustness_report["exercises"] if r["name"] == name)
+    lost = [c for c in row["checks"] if c["points"] == 0]
+    if name == "ex06_mha_forward":  # mha_forward modifies no input of its own: its checks keep their points
+        assert [c["name"] for c in lost] == [PROJ] and row["points"] == row["max_points"] - lost[0]["max_points"]
+    else:
+        assert row["points"] == 0 and len(lost) == len(row["checks"])
+    assert words in row["reason"]
 
 
 def test_the_learners_current_file_is_graded_every_time(tmp_path):
@@ -154,7 +177,8 @@ def test_cli_json_has_the_documented_keys(capsys):
     assert cli.main(["grade", str(ROOT / "solutions"), "--json", "--only", "ex08", "ex01"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert set(report) == {"exercises", "total", "max_total", "seed", "sandbox"}
-    assert [set(r) for r in report["exercises"]] == [{"name", "points", "max_points", "reason"}] * 2
+    assert [set(r) for r in report["exercises"]] == [{"name", "points", "max_points", "reason", "checks"}] * 2
+    assert all(set(c) == {"name", "points", "max_points", "reason"} for r in report["exercises"] for c in r["checks"])
     assert report["total"] == report["max_total"] == 10
     assert report["sandbox"] is sandbox.available()
 
@@ -301,3 +325,56 @@ def test_the_private_tmp_is_mounted_before_the_binds_so_a_venv_under_tmp_stays_v
     tmp_at = max(i for i, a in enumerate(args) if a == "/tmp" and args[i - 1] == "--tmpfs")
     first_bind = args.index("--ro-bind")
     assert tmp_at < first_bind
+
+
+def test_a_partly_right_exercise_lists_its_failed_checks(tmp_path, capsys):
+    """The table names each failed check of a partly right exercise under it, with its points and reason."""
+    folder = with_edits(tmp_path, WRONG[2].edits)  # softmax backward: only the Jacobian's diagonal
+    assert cli.main(["grade", str(folder), "--only", "ex02", "--seed", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "ex02_softmax" in out and "6/10" in out and "  - backward" in out and "0/4" in out
+
+
+def test_grade_inside_the_exercises_folder_and_on_one_file(tmp_path, monkeypatch, capsys):
+    """`mhattn grade` run inside exercises/ grades that folder; given one exercise file, that exercise."""
+    folder = with_edits(tmp_path)
+    monkeypatch.chdir(folder)
+    assert cli.main(["grade", "--only", "ex08", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == FULL["ex08_count_parameters"]
+    assert cli.main(["grade", "ex05_combine_heads.py", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in report["exercises"]] == ["ex05_combine_heads"] and report["total"] == 5
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["grade", str(folder / "README.md")]) == 2
+    assert "is not an exercise file" in capsys.readouterr().err
+    assert cli.main(["grade"]) == 2
+    assert "or one exercise file such as exercises/ex01_split_heads.py" in capsys.readouterr().err
+
+
+def test_a_file_with_a_byte_order_mark_is_read_as_python_reads_it(tmp_path):
+    """Windows editors may save UTF-8 with a BOM; Python runs such a file, so the grader grades it (a coding line too)."""
+    folder = with_edits(tmp_path)
+    path = folder / "ex05_combine_heads.py"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    ex01 = folder / "ex01_split_heads.py"
+    ex01.write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + ex01.read_bytes())
+    report = grade(folder, only=["ex05", "ex01"], seed=2)
+    assert report["total"] == 10, reasons(report)
+    from mhattn.grade import run_visible
+
+    run_visible("ex05_combine_heads", folder)
+
+
+def test_a_failing_visible_test_prints_its_one_line(tmp_path):
+    """pytest on exercises/test_visible.py shows the reason, not a traceback through the grader."""
+    folder = write_copy(ROOT, "exercises", tmp_path / "exercises")
+    (folder / "ex01_split_heads.py").write_text(SOLUTIONS["ex01_split_heads.py"].replace(".transpose(0, 2, 1, 3)", ""))
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "-W", "ignore",
+            "test_visible.py", "-k", "ex01 or ex02"]  # fmt: skip
+    res = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=300)
+    failures = res.stdout.split("= FAILURES =")[1].split("short test summary")[0]
+    body = [ln for ln in failures.splitlines() if ln.strip() and not ln.startswith(("_", "="))]
+    assert body == [
+        "visible test failed: split_heads(x (2, 3, 4), num_heads=2): shape (2, 3, 2, 2), expected (2, 2, 3, 2)",
+        "ex02_softmax: softmax_forward is not written yet",
+    ], failures
