@@ -15,8 +15,6 @@ import math
 import os
 import secrets
 import shutil
-import site
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,6 +26,7 @@ from mhattn.grade import imports, launch, sandbox, scan, verdict
 from mhattn.grade.harness import one_line
 from mhattn.grade.spec import EXERCISES, Exercise, find
 from mhattn.grade.stubs import stubs_for
+from mhattn.grade.watch import snapshot as files_state  # without a sandbox: what a later run executes
 from mhattn.grade.worker import write_frame
 
 DEFAULT_TIMEOUT = 30.0
@@ -69,7 +68,7 @@ class Session:
     def command(self, ex: Exercise, submission: Path, stubs: dict):
         """``(make_cmd, path of the file as the worker sees it)``."""
         if not self.sandbox:
-            return (lambda argv: [sys.executable, "-s", str(self.worker), *argv]), str(submission)
+            return sandbox.plain_command(self.tmp), str(submission)
         files = self.stub_files(ex, stubs)
         make = lambda argv: sandbox.command(files, self.empty, self.worker, submission, argv)  # noqa: E731
         return make, sandbox.submission_path(submission)
@@ -83,9 +82,8 @@ def plan(ex: Exercise, seed: int):
 
 def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, session: Session) -> dict:
     """``{"name", "points", "max_points", "reason", "checks"}`` for one exercise of ``folder`` (see :func:`verdict.row`)."""
-    path = (folder / ex.filename).resolve()
-    source, refused = scan.read_source(path)
-    refused = linked_away(folder, ex.filename) or refused or scan.scan_imports(source, ex.banned)
+    path, source, refused = scan.read_exercise(folder, ex.filename)  # links and non-files checked before reading
+    refused = refused or scan.scan_imports(source, ex.banned)
     if refused:
         return verdict.row(ex.name, verdict.all_failed(ex.checks, refused))
     calls, n_visible = plan(ex, seed)
@@ -102,41 +100,6 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
         why = f"changed {changed[0][0]} while it was graded: reinstall mhattn before grading again"
         checks = verdict.all_failed(ex.checks, why)
     return verdict.row(ex.name, checks)
-
-
-def linked_away(folder: Path, filename: str) -> str | None:
-    """Why a file graded from ``folder`` is not the learner's own: a link out of the folder, or a linked folder
-    that is mhattn's ``solutions/`` (a handed-in archive can hold links to where the answers are)."""
-    path = (folder / filename).resolve()
-    if path.exists() and path.parent != folder.resolve():
-        return f"{filename} is a link to a file outside the folder graded: hand in the file itself"
-    if folder.is_symlink() and path.parent == (sandbox.package_dir().parent / "solutions").resolve():
-        return f"{folder} is a link to mhattn's solutions/: hand in your own files"
-    return None
-
-
-WATCHED = (".py", ".pyc", ".so", ".pth")
-
-
-def files_state() -> dict:
-    """``{path: stat fingerprint}`` of the code the grader runs: mhattn's and numpy's files (compiled copies
-    included) and Python's start-up files (``.pth``, ``*customize.py``). The change time is in it: a
-    submission can put back a file's size and modification time (``os.utime``), not its change time."""
-    paths = []
-    for root in (sandbox.package_dir(), Path(np.__file__).resolve().parent):
-        for folder, _, names in os.walk(root):
-            paths += [os.path.join(folder, n) for n in names if n.endswith(WATCHED)]
-    for d in {*site.getsitepackages(), site.getusersitepackages(), *sys.path}:
-        folder = Path(d)
-        paths += [*folder.glob("*.pth"), *folder.glob("*customize.py")]
-    state = {}
-    for p in paths:
-        try:
-            st = os.lstat(p)
-        except OSError:
-            continue
-        state[str(p)] = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    return state
 
 
 def frame(tree) -> bytes:

@@ -13,6 +13,7 @@ and each reference module of the step being graded is replaced by its stand-in
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import site
@@ -127,7 +128,40 @@ def command(stub_files: dict[str, Path], empty: Path, worker: Path, submission: 
     args += ["--ro-bind", str(worker), f"{WORKER_DIR}/worker.py"]
     args += ["--ro-bind", str(submission), f"{WORKER_DIR}/submission/{submission.name}"]
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    return [*args, sys.executable, "-s", f"{WORKER_DIR}/worker.py", *argv]
+    return [*args, *PYTHON, f"{WORKER_DIR}/worker.py", *argv, json.dumps(_worker_path())]
+
+
+# isolated (no PYTHON* variables, no user site, no script folder on the path) and without site: no .pth file
+# or sitecustomize runs in the worker, whatever a submission wrote there (:mod:`mhattn.grade.worker`)
+PYTHON = (sys.executable, "-I", "-S")
+
+
+def _worker_path() -> list[str]:
+    """The worker's import path in the sandbox: mhattn's folder, then the package folders on the grader's path."""
+    return [str(package_dir().parent), *map(str, _searched_site_dirs())]
+
+
+def _searched_site_dirs() -> list[Path]:
+    """The package folders the sandbox shows that are on ``sys.path``, in its order (where this Python finds numpy)."""
+    shown, out = set(_site_dirs()), []
+    for d in sys.path:
+        p = Path(d or ".").resolve()
+        if p in shown and p not in out:
+            out.append(p)
+    return out
+
+
+def plain_command(tmp: Path):
+    """``make_cmd(argv)`` without a sandbox: the worker's source passed as ``-c`` (no file a submission could rewrite
+    for the next worker), imports from a folder of links to mhattn and the allowed packages only (``tmp/imports``)."""
+    source = Path(__file__).with_name("worker.py").read_text(encoding="utf-8")
+    folder = tmp / "imports"
+    if not folder.exists():
+        folder.mkdir()
+        for entry in [package_dir(), *(e for d in _searched_site_dirs() for e in imports.allowed_entries(d))]:
+            if not (folder / entry.name).exists():
+                (folder / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    return lambda argv: [*PYTHON, "-c", source, *argv, json.dumps([str(folder)])]
 
 
 def submission_path(submission: Path) -> str:
@@ -135,8 +169,9 @@ def submission_path(submission: Path) -> str:
 
 
 def _probe(extra: list[str]) -> bool:
+    code = f"import sys; sys.path += {_worker_path()!r}; import numpy"
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--proc", "/proc",
-            "--dev", "/dev", *extra, *_binds(), sys.executable, "-s", "-c", "import numpy"]  # fmt: skip
+            "--dev", "/dev", *extra, *_binds(), *PYTHON, "-c", code]  # fmt: skip
     try:
         res = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
     except (OSError, subprocess.SubprocessError):

@@ -3,25 +3,85 @@
 The grader (the trusted process) reads the file as bytes and parses it; it never imports it.
 A file that is not UTF-8, holds a NUL byte, does not parse, or imports the reference for its
 own step, anything under ``solutions/`` or the grader itself, scores 0 with the line named.
+
+Links and other files that are not plain files are checked before anything is read
+(:func:`read_exercise`): a link out of the folder (to ``/proc/self/mem``, ``/proc/kmsg``, a device,
+the solutions), a link loop, a FIFO, a device or a folder under an exercise's name scores 0 for
+that exercise, and an error while reading one file costs that file only.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import os
+import stat
 from pathlib import Path
 
 MAX_BYTES = 1 << 20  # a learner's exercise file is a few kB
 
 
-def read_source(path: Path) -> tuple[str | None, str | None]:
-    """``(source, None)``, or ``(None, reason)`` when the file cannot be graded as Python text."""
-    if not path.is_file():
+def read_exercise(folder: Path, filename: str) -> tuple[Path, str | None, str | None]:
+    """``(path, source, None)``, or ``(path, None, reason)`` for the exercise file ``filename`` of ``folder``.
+
+    The entry is looked at without following it (``lstat``): a link must lead, without a loop, to a file
+    in the same folder; ``folder`` may be a link, but not to mhattn's ``solutions/``. Nothing is opened before.
+    """
+    entry = folder / filename
+    try:
+        st = os.lstat(entry)
+        path = Path(os.path.realpath(entry, strict=True)) if stat.S_ISLNK(st.st_mode) else entry
+        here = Path(os.path.realpath(folder, strict=True))
+    except FileNotFoundError:
+        return entry, None, f"file not found: {filename}"
+    except (OSError, RuntimeError, ValueError) as err:  # a link loop (ELOOP), a name too long, ...
+        return entry, None, f"{filename} cannot be read ({_why(err)}): hand in the file itself"
+    if path.parent.resolve() != here:
+        return entry, None, f"{filename} is a link to a file outside the folder graded: hand in the file itself"
+    if folder.is_symlink() and here == (Path(__file__).resolve().parents[2] / "solutions").resolve():
+        return entry, None, f"{folder} is a link to mhattn's solutions/: hand in your own files"
+    source, reason = read_source(path)
+    return path, source, reason
+
+
+def _why(err: BaseException) -> str:
+    return getattr(err, "strerror", None) or type(err).__name__
+
+
+def read_bytes(path: Path) -> tuple[bytes | None, str | None]:
+    """The bytes of a plain file of at most :data:`MAX_BYTES`, opened without following a link and without
+    waiting (a FIFO); ``(None, reason)`` for anything else or any error."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
         return None, f"file not found: {path.name}"
-    with path.open("rb") as f:
-        data = f.read(MAX_BYTES + 1)
+    except OSError as err:
+        return None, f"{path.name} cannot be read ({_why(err)}): hand in the file itself"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, f"{path.name} is not a plain file (a folder, a FIFO or a device?): hand in the file itself"
+        if st.st_size > MAX_BYTES:
+            return None, f"{path.name} is larger than {MAX_BYTES >> 20} MiB: not an exercise file"
+        chunks, size = [], 0
+        while size <= MAX_BYTES and (chunk := os.read(fd, MAX_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as err:
+        return None, f"{path.name} cannot be read ({_why(err)}): hand in the file itself"
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
     if len(data) > MAX_BYTES:
         return None, f"{path.name} is larger than {MAX_BYTES >> 20} MiB: not an exercise file"
+    return data, None
+
+
+def read_source(path: Path) -> tuple[str | None, str | None]:
+    """``(source, None)``, or ``(None, reason)`` when the file cannot be graded as Python text."""
+    data, reason = read_bytes(path)
+    if data is None:
+        return None, reason
     try:
         source = importlib.util.decode_source(data)  # as Python reads a file: a BOM or a coding line, else UTF-8
     except (SyntaxError, LookupError, UnicodeDecodeError) as err:  # e.g. a coding line naming no codec

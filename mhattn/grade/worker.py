@@ -1,13 +1,16 @@
 """The untrusted half of ``mhattn grade``: import one learner file, call its functions, send back plain data.
 
-The grader (:mod:`mhattn.grade.runner`) runs ``python worker.py REQUEST_FD REPLY_FD DONE_FD MEMORY CPU FILE_SIZE``.
-It reads the request (which functions to call with which inputs), sets its own limits, imports the
+The grader (:mod:`mhattn.grade.launch`) runs ``python -I -S worker.py REQUEST_FD REPLY_FD DONE_FD MEMORY CPU
+FILE_SIZE PATH``: isolated (no ``PYTHON*`` variables, no user site) and without ``site`` (no ``.pth`` file, no
+``sitecustomize``: nothing a start-up file names runs here), ``PATH`` a JSON list of the folders that hold mhattn
+and numpy. It reads the request (which functions to call with which inputs), sets its own limits, imports the
 learner's file, makes each call, writes the results to ``REPLY_FD`` and one byte to ``DONE_FD``, then
 waits to be killed with everything it started.
-The reply holds return values only: arrays as ``.npy`` (read back with ``allow_pickle=False``),
-numbers, strings and lists as JSON. Scores, expected values and seeds never reach this process;
-the grader compares. This file imports nothing from ``mhattn.grade`` (in the sandbox the grader's
-own files are out of sight); the grader imports it for the wire format and exercise 10's loss functions.
+The reply holds return values, and each call's inputs as they were after the call (the grader compares them
+with what it sent: :mod:`mhattn.grade.inplace`): arrays as ``.npy`` (read back with ``allow_pickle=False``),
+numbers, strings and lists as JSON. Scores, expected values and seeds never reach this process, nor a copy of
+the inputs as sent. This file imports nothing from ``mhattn.grade`` (in the sandbox the grader's own files are
+out of sight); the grader imports it for the wire format and exercise 10's loss functions.
 """
 
 from __future__ import annotations
@@ -99,18 +102,22 @@ def decode(node, arrays: list, allow_fn: bool, depth: int = 0):
 
 def write_frame(f, tree) -> None:
     """Write ``tree`` (plain values and arrays) as one frame: magic, JSON length, JSON, .npy blobs."""
+    blobs: list = []
+    write_raw(f, encode(tree, blobs), blobs)
+
+
+def write_raw(f, body, blobs) -> None:
+    """Write an encoded ``body`` and its arrays ``blobs`` as one frame."""
     import numpy as np
 
-    blobs: list = []
-    body = encode(tree, blobs)
     data = json.dumps({"arrays": len(blobs), "tree": body}).encode("utf-8")
     f.write(MAGIC + len(data).to_bytes(8, "little") + data)
     for arr in blobs:
         np.lib.format.write_array(f, arr, allow_pickle=False)
 
 
-def read_frame(data: bytes, allow_fn: bool = False):
-    """The tree of one frame. Raises ValueError (or OSError) if it is malformed in any way."""
+def read_raw(data: bytes) -> tuple:
+    """``(tree, arrays)`` of one frame, the arrays still named by index. Raises ValueError (or OSError) if malformed."""
     import numpy as np
 
     if not data.startswith(MAGIC) or len(data) < len(MAGIC) + 8:
@@ -123,8 +130,13 @@ def read_frame(data: bytes, allow_fn: bool = False):
     head = json.loads(f.read(n).decode("utf-8"))
     if type(head) is not dict or set(head) != {"arrays", "tree"} or type(head["arrays"]) is not int:
         raise ValueError("no reply header")
-    arrays = [np.lib.format.read_array(f, allow_pickle=False) for _ in range(min(head["arrays"], 100_000))]
-    return decode(head["tree"], arrays, allow_fn)
+    return head["tree"], [np.lib.format.read_array(f, allow_pickle=False) for _ in range(min(head["arrays"], 100_000))]
+
+
+def read_frame(data: bytes, allow_fn: bool = False):
+    """The tree of one frame. Raises ValueError (or OSError) if it is malformed in any way."""
+    tree, arrays = read_raw(data)
+    return decode(tree, arrays, allow_fn)
 
 
 # ---- callable arguments (exercise 10's loss functions) -----------------------------------
@@ -161,16 +173,21 @@ def make_callable(kind, data):
 
 
 # ---- running the learner's code -----------------------------------------------------------
-def install_finder(sources: dict, allowed) -> None:
-    """Serve ``sources[name]`` (a raising stand-in) for hidden modules; refuse imports beyond the stdlib and ``allowed``."""
+def install_finder(sources: dict, allowed, stdlib: list) -> None:
+    """Serve ``sources[name]`` (a raising stand-in) for hidden modules; refuse imports beyond ``allowed`` and the
+    standard library: a name Python knows as one, or a module found in ``stdlib`` (the interpreter's own folders,
+    e.g. ``sysconfig``'s ``_sysconfigdata_*``)."""
     import importlib.abc
+    import importlib.machinery
     import importlib.util
 
     ok = {*allowed, *sys.stdlib_module_names, *sys.builtin_module_names}
 
     class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         def find_spec(self, name, path, target=None):
-            if name.partition(".")[0] not in ok or f"{name}.".startswith("mhattn.grade."):  # torch, the grader: references too
+            top = name.partition(".")[0]
+            known = top in ok or (path is None and importlib.machinery.PathFinder.find_spec(top, stdlib) is not None)
+            if not known or f"{name}.".startswith("mhattn.grade."):  # torch, the grader: references too
                 raise ModuleNotFoundError(f"{name} is not available while grading: use NumPy (and mhattn) only", name=name)
             return importlib.util.spec_from_loader(name, self, origin="hidden") if name in sources else None
 
@@ -206,38 +223,32 @@ def describe(err: BaseException, path: str) -> dict:
 
 
 def call_one(module, call: dict, path: str) -> dict:
-    """Call ``module.<fn>(*args)`` on copies of the inputs; report its value, exception and mutated input."""
-    import copy
+    """Call ``module.<fn>(*args)``: its value (or exception), and its inputs as they are after the call.
+
+    No copy of the inputs as sent is kept here: the grader compares (a submission that patches this
+    process can only send back the inputs it has, changed or not).
+    """
     import inspect
 
     fn, args = getattr(module, call["fn"]), call["args"]
     try:
-        names = list(inspect.signature(fn).bind(*args).arguments)
+        names = [str(n) for n in inspect.signature(fn).bind(*args).arguments]
     except Exception:  # noqa: BLE001 - no signature, or one that does not take these arguments
         names = [f"argument {i}" for i in range(len(args))]
-    pristine = copy.deepcopy(args)
     try:
         value = fn(*args)
     except BaseException as err:  # noqa: BLE001 - the learner's exception is part of the reply
         return {"raised": describe(err, path)}
+    return {"value": _plain(value), "inputs": _plain(list(args)), "names": names}
+
+
+def _plain(value):
+    """``value``, or :class:`Opaque` where it cannot travel (known by its type's name only)."""
     try:
         encode(value, [])
-    except BaseException:  # noqa: BLE001 - a value that cannot travel is known by its type's name only
-        value = Opaque(type(value).__name__)
-    for name, now, before in zip(names, args, pristine, strict=False):
-        if not _same(now, before):
-            return {"mutated": name}
-    return {"value": value}
-
-
-def _same(now, before) -> bool:
-    import numpy as np
-
-    if isinstance(before, np.ndarray):
-        return type(now) is np.ndarray and now.shape == before.shape and np.array_equal(now, before, equal_nan=True)
-    if isinstance(before, dict):
-        return type(now) is dict and now.keys() == before.keys() and all(_same(now[k], before[k]) for k in before)
-    return True
+    except BaseException:  # noqa: BLE001 - e.g. a learner's int subclass whose __index__ raises
+        return Opaque(type(value).__name__)
+    return value
 
 
 def run(request: dict) -> dict:
@@ -253,8 +264,16 @@ def run(request: dict) -> dict:
     return {"load": None, "missing": [], "outcomes": [call_one(module, c, path) for c in request["calls"]]}
 
 
+SPARE_TASKS = 64  # processes and threads a submission may add to those its user already has
+
+
 def limit(memory: int, cpu: int, file_size: int) -> None:
-    """Address space, CPU seconds, file size; on Linux, adopt orphans (a double fork) so the grader finds them."""
+    """Address space, CPU seconds, file size, processes; on Linux, adopt orphans (a double fork) so the grader finds them.
+
+    ``RLIMIT_NPROC`` counts the user's tasks (in the sandbox, those of its user namespace), so it is set to the
+    tasks this user has now plus :data:`SPARE_TASKS`. It does not bind root: the grader puts the worker in a
+    control group with a pids limit where it can (:mod:`mhattn.grade.reap`).
+    """
     import ctypes
     import ctypes.util
     import resource
@@ -263,16 +282,34 @@ def limit(memory: int, cpu: int, file_size: int) -> None:
         ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).prctl(36, 1, 0, 0, 0)  # 36: PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError, TypeError):  # not Linux: the grader kills the process group only
         pass
+    tasks = _tasks() + SPARE_TASKS
     for kind, soft, hard in [(resource.RLIMIT_AS, memory, memory), (resource.RLIMIT_CPU, cpu, cpu + 1),
-                             (resource.RLIMIT_CORE, 0, 0), (resource.RLIMIT_FSIZE, file_size, file_size)]:  # fmt: skip
+                             (resource.RLIMIT_CORE, 0, 0), (resource.RLIMIT_FSIZE, file_size, file_size),
+                             (resource.RLIMIT_NPROC, tasks, tasks)]:  # fmt: skip
         try:
             resource.setrlimit(kind, (soft, hard))
         except (ValueError, OSError):  # e.g. RLIMIT_AS on macOS: that limit is then not there
             pass
 
 
+def _tasks() -> int:
+    """Threads of the processes of this real user id that /proc shows (0 where there is no /proc)."""
+    total, uid = 0, os.getuid()
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        try:
+            with open(f"/proc/{pid}/status", "rb") as f:
+                fields = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
+            if int(fields[b"Uid"].split()[0]) == uid:
+                total += int(fields[b"Threads"])
+        except (OSError, KeyError, ValueError, IndexError):
+            continue
+    return total
+
+
 def main(argv: list) -> None:
-    req_fd, reply_fd, done_fd, memory, cpu, file_size = (int(a) for a in argv)
+    req_fd, reply_fd, done_fd, memory, cpu, file_size = (int(a) for a in argv[:6])
+    stdlib = list(sys.path)  # run with -I -S: the interpreter's own folders only
+    sys.path += json.loads(argv[6])
     limit(memory, cpu, file_size)
     with os.fdopen(req_fd, "rb") as f:
         request = read_frame(f.read(), allow_fn=True)
@@ -281,7 +318,7 @@ def main(argv: list) -> None:
     import numpy as np
 
     np.seterr(all="ignore")  # a learner's overflow shows up as a NaN in the comparison instead
-    install_finder(request["stubs"], request["allowed"])
+    install_finder(request["stubs"], request["allowed"], stdlib)
     result = run(request)
     try:
         with os.fdopen(reply_fd, "wb", closefd=False) as f:
