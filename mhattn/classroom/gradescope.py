@@ -98,6 +98,7 @@ def results(report: dict, seed: int, seconds: float, error: str | None) -> dict:
     head = f"{report['total']}/{report['max_total']} points. "
     head += f"Your hand-in could not be graded: {error}. " if error else ""
     head += f"The hidden tests used seed {seed} (mhattn grade --seed {seed} repeats them)."
+    head += " Graded without the bubblewrap sandbox (not available here)." if report.get("sandbox") is False else ""
     return {"score": report["total"], "execution_time": round(seconds, 3), "output": head, "visibility": "visible",
             "stdout_visibility": "hidden", "tests": tests}  # fmt: skip
 
