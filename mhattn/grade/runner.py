@@ -166,7 +166,7 @@ def where(path) -> tuple[Path, str | None]:
     Raises:
         FileNotFoundError: none of these (the message says what to give).
     """
-    target = Path(path)
+    target = Path(path).absolute()  # the sandbox binds absolute paths; links are kept (the grader checks them)
     if target.is_file():
         ex = next((e for e in EXERCISES if e.filename == target.name), None)
         if ex is None:
@@ -178,7 +178,7 @@ def where(path) -> tuple[Path, str | None]:
     here = Path.cwd()
     if str(path) == "exercises" and any((here / e.filename).is_file() for e in EXERCISES):
         return here, None  # run inside exercises/ itself
-    raise FileNotFoundError(f"no folder {target} here (give the folder that holds your exercise files, or one "
+    raise FileNotFoundError(f"no folder {path} here (give the folder that holds your exercise files, or one "
                             f"exercise file such as {Path('exercises') / EXERCISES[0].filename})")  # fmt: skip
 
 
