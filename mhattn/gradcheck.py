@@ -3,14 +3,17 @@
 The check of a backward pass: for a random upstream gradient ``dout``, the
 analytic ``d<out, dout>/dx`` from the backward must match the numerical one,
 ``(f(x + eps e_i) - f(x - eps e_i)) . dout / (2 eps)`` for every entry i.
-Run it in float64: float32 rounding swamps the difference quotient.
+Run it in float64: float32 rounding (about 6e-8 of each output) divided by ``2 eps`` swamps the
+difference quotient, so :func:`check_backward` refuses float32 inputs rather than report errors near
+0.3 for a correct backward. Inputs may be arrays of any backend; the perturbed copies stay on their
+device, and only the scalar sums come to the host.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from mhattn.backend import get_array_module, to_numpy
+from mhattn.backend import array_namespace, device_of, to_numpy
 
 
 def numerical_gradient(f, x, dout, eps=1e-6):
@@ -18,26 +21,25 @@ def numerical_gradient(f, x, dout, eps=1e-6):
 
     Args:
         f: function of one array returning an array shaped like ``dout``.
-        x: float array (NumPy or CuPy); it is not modified (a copy is perturbed).
+        x: float array of any backend; it is not modified (a copy is perturbed, one entry at a time).
         dout: upstream gradient, shaped like ``f(x)``.
         eps: step size.
 
     Returns:
         Array shaped like ``x``, on ``x``'s device.
     """
-    xp = get_array_module(x, dout)
-    xw = x.copy()
-    grad = np.zeros(x.shape, dtype=np.float64)
-    flat = xw.reshape(-1)  # a view: writing to it perturbs xw
-    for i in range(flat.size):
-        old = flat[i].item()
-        flat[i] = old + eps
-        plus = float((f(xw) * dout).sum())
-        flat[i] = old - eps
-        minus = float((f(xw) * dout).sum())
-        flat[i] = old
-        grad.reshape(-1)[i] = (plus - minus) / (2 * eps)
-    return xp.asarray(grad.astype(x.dtype))
+    xp = array_namespace(x, dout)
+    xw = xp.asarray(x, copy=True)
+    grad = np.zeros(x.shape, dtype=np.float64)  # host: one number per entry
+    for i in np.ndindex(*x.shape):
+        old = float(xw[i])
+        xw[i] = old + eps
+        plus = float(xp.sum(f(xw) * dout))
+        xw[i] = old - eps
+        minus = float(xp.sum(f(xw) * dout))
+        xw[i] = old
+        grad[i] = (plus - minus) / (2 * eps)
+    return xp.asarray(grad, dtype=x.dtype, device=device_of(x))
 
 
 def rel_error(a, b):
@@ -60,16 +62,29 @@ def check_backward(forward, backward, inputs, *, seed=0, eps=1e-6):
         forward: ``forward(*inputs)`` -> a tuple whose first item is the output
             and whose last is the cache (``(out, cache)`` or ``(out, weights, cache)``).
         backward: ``backward(dout, cache)`` -> the gradients, in the order of ``inputs``.
-        inputs: the float64 arrays to differentiate with respect to.
+        inputs: the float64 arrays (any one backend) to differentiate with respect to.
         seed: for the random ``dout``.
 
     Returns:
         A list of floats, ``rel_error(analytic, numerical)`` per input.
+
+    Raises:
+        TypeError: an input is not float64 (float32 rounding would swamp the centred differences:
+            a correct backward would show errors near 0.3); cast it first, e.g.
+            ``xp.astype(x, xp.float64)``, with the parameters it meets.
     """
-    xp = get_array_module(*inputs)
+    xp = array_namespace(*inputs)
+    for i, x in enumerate(inputs):
+        if x.dtype != xp.float64:
+            raise TypeError(
+                f"check_backward needs float64 inputs: input {i} has dtype {x.dtype}, whose rounding swamps the "
+                f"centred differences (a correct backward would show errors near 0.3); cast it with "
+                f"xp.astype(x, xp.float64) (and the parameters it meets) and check again"
+            )
     res = forward(*inputs)
     out, cache = res[0], res[-1]
-    dout = xp.asarray(np.random.default_rng(seed).standard_normal(out.shape)).astype(out.dtype)
+    host = np.random.default_rng(seed).standard_normal(tuple(out.shape))
+    dout = xp.asarray(host, dtype=out.dtype, device=device_of(out))
     grads = backward(dout, cache)
     grads = grads if isinstance(grads, tuple) else (grads,)
     errors = []

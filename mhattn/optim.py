@@ -5,22 +5,36 @@ Adam: Kingma & Ba 2015, Algorithm 1 (bias-corrected moments). Its weight decay i
 step, so decay does not pass through the adaptive scaling. SGD's weight decay is the
 classic L2 term added to the gradient.
 
-Both update the parameter arrays **in place**, as ``torch.optim`` does: give an optimiser
-any subset of a module's dict, e.g. ``SGD({"W_o": mha.params["W_o"]}, lr=0.05)``, and the
-module's own ``W_o`` changes. A parameter with no gradient in a step is left alone (torch
-skips a parameter whose ``.grad`` is ``None``). Caches made before a step see the new
-values, so step after the backward that uses them. Hyperparameters are Python floats and
-every update is computed in the parameter's own dtype: float32 stays float32 whatever
-scalar type ``lr``, ``clip`` or ``max_norm`` had.
+Both update the parameter arrays **in place** (``p -= ...``, which the array API standard
+allows), as ``torch.optim`` does: give an optimiser any subset of a module's dict, e.g.
+``SGD({"W_o": mha.params["W_o"]}, lr=0.05)``, and the module's own ``W_o`` changes. Parameters
+may be arrays of any backend (NumPy, CuPy, torch, array-api-strict); each update is made with
+its parameter's namespace, on its device. A parameter with no gradient in a step is left alone
+(torch skips a parameter whose ``.grad`` is ``None``); a gradient under a name the optimiser
+does not hold is an error, so a misspelt name cannot pass silently (modules keep the gradient of
+their input ``head_mask`` apart from ``grads``, so ``SGD(mha.params).step(mha.grads)`` always fits).
+
+**Tied weights.** One array held under two names (say an embedding reused as the output layer)
+is one parameter, as in a torch module, whose ``parameters()`` lists a shared tensor once and
+whose ``.grad`` sums the gradients of every use. So the optimiser dedupes by identity
+(``is``): each step adds the gradients given under all of the array's names and updates the
+array once, keeping one momentum/moment state for it (under its first name). Views of one
+buffer that are different array objects count as different parameters.
+
+Caches made before a step see the new values, so step after the backward that uses them.
+Hyperparameters are Python floats and every update is computed in the parameter's own
+dtype: float32 stays float32 whatever scalar type ``lr``, ``clip`` or ``max_norm`` had.
+``lr`` may be 0 (warm-up schedules start there); a negative one is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 
-from mhattn.backend import get_array_module
+from mhattn.backend import array_namespace, is_array, is_numpy
 
 
 def _scalar(name, value, low=0.0, strict=False):
@@ -30,21 +44,23 @@ def _scalar(name, value, low=0.0, strict=False):
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a real number, got {value!r}") from None
     if not math.isfinite(x) or x < low or (strict and x == low):
-        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low}, got {value!r}")
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low:g}, got {value!r}")
     return x
 
 
 def _global_norm(grads):
     """``sqrt(sum of g^2)`` over all arrays, correct even where a square overflows or underflows their dtype."""
-    with np.errstate(over="ignore", under="ignore"):  # such a sum is detected below and redone scaled
-        total = math.sqrt(sum(float((g * g).sum()) for g in grads))
-    tiny = max((float(get_array_module(g).finfo(g.dtype).tiny) for g in grads), default=0.0)
+    xp = array_namespace(*grads)
+    quiet = np.errstate(over="ignore", under="ignore") if is_numpy(xp) else contextlib.nullcontext()
+    with quiet:  # such a sum is detected below and redone scaled
+        total = math.sqrt(sum(float(xp.sum(g * g)) for g in grads))
+    tiny = max((float(xp.finfo(g.dtype).smallest_normal) for g in grads), default=0.0)
     if math.isfinite(total) and total * total >= tiny * 2**20:  # the plain sum (the common case) is exact enough
         return total
-    peak = max((float(abs(g).max()) for g in grads if g.size), default=0.0)
+    peak = max((float(xp.max(xp.abs(g))) for g in grads if math.prod(g.shape)), default=0.0)
     if peak == 0.0 or not math.isfinite(peak):
         return peak
-    return peak * math.sqrt(sum(float(((g / peak) ** 2).sum()) for g in grads))
+    return peak * math.sqrt(sum(float(xp.sum((g / peak) ** 2)) for g in grads))
 
 
 def clip_grad_norm(grads, max_norm):
@@ -55,7 +71,7 @@ def clip_grad_norm(grads, max_norm):
     ``|g|``, so float32 gradients of 1e20 give a norm of 1e21, not ``inf``.
 
     Args:
-        grads: dict name -> array (any float dtype; each keeps its dtype).
+        grads: dict name -> array (any float dtype, one backend and device; each keeps its dtype).
         max_norm: a positive number, or ``None`` (no clipping, just the norm).
 
     Returns:
@@ -81,36 +97,50 @@ class _Optimizer:
         if not isinstance(params, dict):
             raise TypeError(f"params must be a dict name -> array, got {type(params).__name__}")
         for n, p in params.items():
-            if not hasattr(p, "dtype") or p.dtype.kind != "f":
+            if not is_array(p) or not array_namespace(p).isdtype(p.dtype, "real floating"):
                 raise TypeError(f"parameter {n!r} must be a floating-point array, got {getattr(p, 'dtype', type(p))}")
         self.params, self.lr = params, lr
 
     @property
     def lr(self):
+        """The learning rate, a Python float ``>= 0`` (0 is allowed: warm-up schedules start there)."""
         return self._lr
 
     @lr.setter
     def lr(self, value):
-        self._lr = _scalar("lr", value, strict=True)
+        self._lr = _scalar("lr", value)
+
+    def _owners(self):
+        """name -> the first name (in ``params`` order) holding the same array: tied weights are one parameter."""
+        first = {id(p): n for n, p in reversed(self.params.items())}
+        return {n: first[id(p)] for n, p in self.params.items()}
 
     def _checked(self, grads):
-        """The gradients to apply, clipped; raises on a name, shape or dtype that does not fit."""
+        """The gradients to apply, one per distinct array (tied names summed), clipped, and their norm.
+
+        Raises on a name, shape, library, device or dtype that does not fit.
+        """
+        owners, merged = self._owners(), {}
         for n, g in grads.items():
             if n not in self.params:
                 raise KeyError(f"gradient for unknown parameter {n!r} (this optimiser holds {sorted(self.params)[:8]})")
             p = self.params[n]
-            if getattr(g, "shape", None) != p.shape:
-                raise ValueError(f"gradient {n!r} has shape {getattr(g, 'shape', None)}, its parameter has {p.shape}")
+            if tuple(getattr(g, "shape", ())) != tuple(p.shape) or not hasattr(g, "shape"):
+                raise ValueError(f"gradient {n!r} has shape {getattr(g, 'shape', None)}, its parameter has {tuple(p.shape)}")
+            array_namespace(p, g)  # one library, one device (TypeError / ValueError naming both)
             if g.dtype != p.dtype:
                 raise TypeError(f"gradient {n!r} has dtype {g.dtype}, its parameter has {p.dtype}")
-        return clip_grad_norm(grads, self.clip)
+            o = owners[n]
+            merged[o] = merged[o] + g if o in merged else g
+        return clip_grad_norm(merged, self.clip)
 
 
 class SGD(_Optimizer):
     """``v = momentum v + (g + wd p)``; ``p -= lr v``, in place.
 
     Args:
-        params: dict name -> float array (updated in place by :meth:`step`).
+        params: dict name -> float array (updated in place by :meth:`step`; an array held under two
+            names is one parameter, see the module docstring on tied weights).
         lr, momentum, weight_decay: the usual; clip: max global gradient norm or ``None``.
 
     Raises:
@@ -125,13 +155,15 @@ class SGD(_Optimizer):
         self.velocity = {}
 
     def step(self, grads):
-        """One update from ``grads`` (a dict with some or all of the parameters' names).
+        """One update from ``grads`` (a dict with some or all of the parameters' names; the gradients
+        of tied names are added and their array updated once).
 
         Returns:
-            The gradient norm before clipping.
+            The gradient norm before clipping (of the summed gradients of tied names).
 
         Raises:
-            KeyError: a name the optimiser does not hold. ValueError/TypeError: a gradient's shape/dtype differs.
+            KeyError: a name the optimiser does not hold. ValueError/TypeError: a gradient's shape/dtype
+            differs, or it is an array of another library or device than its parameter.
         """
         grads, norm = self._checked(grads)
         for n, g in grads.items():
@@ -139,7 +171,7 @@ class SGD(_Optimizer):
             if self.weight_decay:
                 g = g + self.weight_decay * p
             if self.momentum:
-                g = self.momentum * self.velocity[n] + g if n in self.velocity else g.copy()
+                g = self.momentum * self.velocity[n] + g if n in self.velocity else array_namespace(g).asarray(g, copy=True)
                 self.velocity[n] = g
             p -= self.lr * g
         return norm
@@ -149,7 +181,8 @@ class Adam(_Optimizer):
     """Adam with decoupled weight decay (AdamW when ``weight_decay > 0``), in place.
 
     Args:
-        params: dict name -> float array (updated in place by :meth:`step`).
+        params: dict name -> float array (updated in place by :meth:`step`; tied names are one
+            parameter, with one ``m``/``v`` under the first name).
         lr, betas, eps: Kingma & Ba's alpha, (beta1, beta2), epsilon.
         weight_decay: decoupled decay rate; skipped for 1-D parameters (biases, LayerNorm).
         clip: max global gradient norm, or ``None``.
@@ -170,8 +203,9 @@ class Adam(_Optimizer):
         self.weight_decay = _scalar("weight_decay", weight_decay)
         self.clip = None if clip is None else _scalar("clip", clip, strict=True)
         self.t, self.steps = 0, {}
-        self.m = {n: get_array_module(p).zeros_like(p) for n, p in params.items()}
-        self.v = {n: get_array_module(p).zeros_like(p) for n, p in params.items()}
+        firsts = set(self._owners().values())
+        self.m = {n: array_namespace(p).zeros_like(p) for n, p in params.items() if n in firsts}
+        self.v = {n: array_namespace(p).zeros_like(p) for n, p in params.items() if n in firsts}
 
     def step(self, grads):
         """One update (Kingma & Ba 2015, Algorithm 1); ``grads``, the returned norm and the errors as :meth:`SGD.step`."""
@@ -179,7 +213,9 @@ class Adam(_Optimizer):
         self.t += 1
         b1, b2 = self.betas
         for n, g in grads.items():
-            p, xp = self.params[n], get_array_module(self.params[n])
+            p, xp = self.params[n], array_namespace(self.params[n])
+            if n not in self.m:  # an entry added to the dict after the optimiser was built
+                self.m[n], self.v[n] = xp.zeros_like(p), xp.zeros_like(p)
             t = self.steps[n] = self.steps.get(n, 0) + 1
             self.m[n] *= b1
             self.m[n] += (1.0 - b1) * g

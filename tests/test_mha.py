@@ -174,14 +174,14 @@ def test_head_mask_gradient_per_example_sums_to_shared(rng):
     x, dout = arr(rng, 3, 5, 8), arr(rng, 3, 5, 8)
     mod(x, head_mask=mhattn.asarray(np.ones((3, 4))))
     mod.backward(dout)
-    per_example = np_(mod.grads["head_mask"])
+    per_example = np_(mod.head_mask_grad)
     mod(x, head_mask=mhattn.asarray(np.ones(4)))
     mod.backward(dout)
-    assert per_example.shape == (3, 4) and mod.grads["head_mask"].shape == (4,)
-    np.testing.assert_allclose(per_example.sum(0), np_(mod.grads["head_mask"]), rtol=1e-12)
+    assert per_example.shape == (3, 4) and tuple(mod.head_mask_grad.shape) == (4,)
+    np.testing.assert_allclose(per_example.sum(0), np_(mod.head_mask_grad), rtol=1e-12)
     mod(x)
     mod.backward(dout)
-    assert "head_mask" not in mod.grads  # no head mask, no entry
+    assert mod.head_mask_grad is None and "head_mask" not in mod.grads  # no head mask, no gradient; never in grads
 
 
 @pytest.mark.usefixtures("backend")

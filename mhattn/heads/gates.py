@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from mhattn.backend import asarray, to_numpy
+from mhattn.backend import to_numpy
 from mhattn.optim import Adam
 from mhattn.training.loop import multi_loss, progress_bar
 
@@ -76,14 +76,13 @@ def train_gates(model, task, *, l0_lambda=0.05, steps=200, batch_size=128, lr=1e
     log_alpha = np.full((L, h), float(init))
     opt = Adam(model.params, lr=lr, clip=1.0)
     gate_opt = Adam({"log_alpha": log_alpha}, lr=gate_lr)
-    dtype = model.params["embed.W"].dtype
     history, bar = [], progress_bar(steps, progress, desc="gates")
     test_time, settled_at = deterministic_gates(gate_opt.params["log_alpha"]), 0
     for step in range(steps):
         ids, targets = task.sample(batch_size, rng)
         z, dz = sample_gates(gate_opt.params["log_alpha"], batch_size, rng)
-        logits, _ = model.forward(asarray(ids), head_mask=asarray(z.astype(dtype)))
-        loss, dlogits = multi_loss(logits, tuple(asarray(t) for t in targets))
+        logits, _ = model.forward(model.place(ids), head_mask=model.place(z, dtype="params"))
+        loss, dlogits = multi_loss(logits, tuple(model.place(t) for t in targets))
         grads = model.backward(dlogits)
         l0, dl0 = expected_l0(gate_opt.params["log_alpha"])
         dalpha = (to_numpy(model.head_mask_grad) * dz).sum(axis=1) + l0_lambda * dl0  # (L, h)

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mhattn.backend import asarray, to_numpy
+from mhattn.backend import to_numpy
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.training.loop import evaluate, multi_loss
-
-
-def _dtype(model):
-    return model.params["embed.W"].dtype
 
 
 def masked_eval(model, ids, targets, head_mask=None, params=None):
@@ -44,9 +40,9 @@ def head_importance(model, ids, targets, head_mask=None, batch_size=256):
     total = np.zeros((L, h))
     for s in range(0, len(ids), batch_size):
         b = len(ids[s : s + batch_size])
-        xi = asarray(np.repeat(base[:, None, :], b, axis=1).astype(_dtype(model)))  # (L, b, h) one ξ per sequence
-        logits, _ = model.forward(asarray(ids[s : s + batch_size]), head_mask=xi)
-        _, dlogits = multi_loss(logits, tuple(asarray(t[s : s + batch_size]) for t in targets))
+        xi = model.place(np.repeat(base[:, None, :], b, axis=1), dtype="params")  # (L, b, h) one ξ per sequence
+        logits, _ = model.forward(model.place(ids[s : s + batch_size]), head_mask=xi)
+        _, dlogits = multi_loss(logits, tuple(model.place(t[s : s + batch_size]) for t in targets))
         model.backward(dlogits)
         total += np.abs(to_numpy(model.head_mask_grad) * b).sum(axis=1)  # batch mean -> per-sequence loss
     raw = total / len(ids)
@@ -63,7 +59,7 @@ def mean_head_outputs(model, ids, batch_size=512):
     """Each head's output averaged over sequences and positions: ``(L, h, d_k)``."""
     total, n = 0.0, 0
     for s in range(0, len(ids), batch_size):
-        model.forward(asarray(ids[s : s + batch_size]))
+        model.forward(model.place(ids[s : s + batch_size]))
         heads = [to_numpy(c.attn.heads) for c in model._cache.blocks]  # L x (b, h, T, d_k)
         total = total + np.stack([x.sum(axis=(0, 2)) for x in heads])
         n += heads[0].shape[0] * heads[0].shape[2]
@@ -78,7 +74,7 @@ def mean_ablation_params(model, layer, head, means):
     W_o = to_numpy(model.params[pre + "W_o"])
     shift = means[layer, head] @ W_o[head * d_k : (head + 1) * d_k]  # (d_model,)
     params = dict(model.params)
-    params[pre + "b_o"] = asarray((to_numpy(model.params[pre + "b_o"]) + shift).astype(_dtype(model)))
+    params[pre + "b_o"] = model.place(to_numpy(model.params[pre + "b_o"]) + shift, dtype="params")
     return params
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mhattn.backend import asarray, get_array_module, to_numpy
+from mhattn.backend import array_namespace, device_of, to_numpy
 from mhattn.functional.embedding import embedding_forward
 from mhattn.functional.encoder import encoder_block_backward, encoder_block_forward
 from mhattn.functional.feedforward import feedforward_backward, feedforward_forward
@@ -25,6 +25,7 @@ from mhattn.functional.linear import linear_backward, linear_forward
 from mhattn.functional.masks import causal_mask
 from mhattn.functional.positional import positional_encoding_forward
 from mhattn.functional.transformer import block_params
+from mhattn.nn.device import host_dtype
 from mhattn.training.loop import multi_loss, score_batches
 
 # positions per piece of the tail: its arrays (a few hundred KiB) stay in a core's L2 cache
@@ -46,14 +47,14 @@ class HeadMaskEvaluator:
     def __init__(self, model, ids, targets, batch_size=512):
         self.model, self.targets, self.batch_size = model, targets, batch_size
         self.params = dict(model.params)  # the arrays the cache was computed from
-        self.batches = [self._prefix(asarray(ids[s : s + batch_size])) for s in range(0, len(ids), batch_size)]
+        self.batches = [self._prefix(model.place(ids[s : s + batch_size])) for s in range(0, len(ids), batch_size)]
         self._seen = {}  # mask bytes -> result, for masks met again (the evaluation is deterministic)
         self._importance = {}  # (mask bytes, batch size) -> raw importance, likewise
 
     def _prefix(self, ids):
         """``[(x_l, heads_l) for each layer]`` of an unmasked forward on one batch."""
         c, p = self.model.cfg, self.model.params
-        mask = causal_mask(ids.shape[1], xp=get_array_module(ids)) if c.causal else None  # (T, T)
+        mask = _causal(c, ids)  # (T, T) or None
         x, _ = positional_encoding_forward(embedding_forward(ids, p["embed.W"])[0])  # (B, T, d_model)
         kept = []
         for layer in range(c.num_layers):
@@ -79,9 +80,9 @@ class HeadMaskEvaluator:
         own sequence only, so the pieces give the same bits as one call, faster: see ``TAIL_TOKENS``)."""
         step = max(1, TAIL_TOKENS // kept[0][0].shape[1])
         pieces = [self._tail([(x[s : s + step], hd[s : s + step]) for x, hd in kept], first, head_mask, params)
-                  for s in range(0, len(kept[0][0]), step)]  # fmt: skip
-        xp = get_array_module(pieces[0][0])
-        return tuple(xp.concatenate([p[k] for p in pieces]) for k in range(len(pieces[0])))
+                  for s in range(0, kept[0][0].shape[0], step)]  # fmt: skip
+        xp = array_namespace(pieces[0][0])
+        return tuple(xp.concat([p[k] for p in pieces]) for k in range(len(pieces[0])))
 
     def _tail(self, kept, first, head_mask, params):
         """Logits from layer ``first``'s head mask onwards, for one batch."""
@@ -93,8 +94,7 @@ class HeadMaskEvaluator:
             if layer == first:
                 x, _ = _after_head_mask(x, heads, xi, p)  # (B, T, d_model)
             else:
-                mask = causal_mask(x.shape[1], xp=get_array_module(x)) if c.causal else None
-                x, _, _ = encoder_block_forward(x, p, c.num_heads, attn_mask=mask, head_mask=xi)
+                x, _, _ = encoder_block_forward(x, p, c.num_heads, attn_mask=_causal(c, x), head_mask=xi)
         z, _ = layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])  # (B, T, d_model)
         return tuple(linear_forward(z, params[f"out.{k}.W"], params[f"out.{k}.b"])[0] for k in range(len(c.output_sizes)))
 
@@ -102,7 +102,7 @@ class HeadMaskEvaluator:
         """:func:`~mhattn.training.loop.evaluate` with this head mask, from the cache.
 
         Args:
-            head_mask: ``(L, h)`` multipliers ξ (0 removes a head), or ``None``.
+            head_mask: ``(L, h)`` multipliers ξ (0 removes a head), host or on the parameters' device, or ``None``.
             params: other parameters to use after the head mask (e.g. a shifted ``b_o`` for a
                 mean ablation); default the model's.
 
@@ -112,13 +112,14 @@ class HeadMaskEvaluator:
         Raises:
             ValueError: ``params`` changes a parameter used before the first masked layer's head mask.
         """
-        dtype = self.params["embed.W"].dtype
+        dtype = host_dtype(self.params["embed.W"])
+        head_mask = None if head_mask is None else to_numpy(head_mask)  # a few numbers: decided on the host
         mask = np.ones(self.model.cfg.num_layers * self.model.cfg.num_heads) if head_mask is None else head_mask
         key = np.asarray(mask, dtype=dtype).tobytes() if params is None else None
         if key not in self._seen:
             params = self.params if params is None else params
             first = self._first_masked(np.asarray(mask).reshape(self.model.cfg.num_layers, -1), params)
-            hm = None if head_mask is None else asarray(np.asarray(head_mask, dtype=dtype))
+            hm = None if head_mask is None else self.model.place(head_mask, dtype="params")
             logits = (self._logits(kept, first, hm, params) for kept in self.batches)
             result = score_batches(logits, self.targets, self.batch_size)
             if key is None:
@@ -147,17 +148,17 @@ class HeadMaskEvaluator:
         if batch_size < 1 or (len(self.batches) > 1 and self.batch_size % batch_size):
             raise ValueError(f"batch_size {batch_size} must be positive and divide the evaluator's batch_size {self.batch_size}")
         L, h = self.model.cfg.num_layers, self.model.cfg.num_heads
-        base = np.ones((L, h)) if head_mask is None else np.asarray(head_mask, dtype=float).reshape(L, h)
+        base = np.ones((L, h)) if head_mask is None else to_numpy(head_mask).astype(float).reshape(L, h)
         key = (base.tobytes(), batch_size)
         if key in self._importance:
             return self._importance[key].copy()
-        dtype, total, n = self.params["embed.W"].dtype, np.zeros((L, h)), 0
+        total, n = np.zeros((L, h)), 0
         for i, kept in enumerate(self.batches):
-            for s in range(0, len(kept[0][0]), batch_size):
+            for s in range(0, kept[0][0].shape[0], batch_size):
                 start = i * self.batch_size + s
-                b = len(kept[0][0][s : s + batch_size])
-                xi = asarray(np.repeat(base[:, None, :], b, axis=1).astype(dtype))  # (L, b, h) one ξ per sequence
-                targets = tuple(asarray(t[start : start + b]) for t in self.targets)
+                b = kept[0][0][s : s + batch_size].shape[0]
+                xi = self.model.place(np.repeat(base[:, None, :], b, axis=1), dtype="params")  # (L, b, h) one ξ per sequence
+                targets = tuple(self.model.place(t[start : start + b]) for t in self.targets)
                 dxi = self._head_mask_grad([(x[s : s + b], hd[s : s + b]) for x, hd in kept], xi, targets)  # (L, b, h)
                 total += np.abs(to_numpy(dxi) * b).sum(axis=1)  # batch mean -> per-sequence loss
                 n += b
@@ -171,7 +172,7 @@ class HeadMaskEvaluator:
         x, heads = kept[0]  # (b, T, d_model), (b, h, T, d_k) unmasked
         # forward: layer 0 from its head mask (steps 4-6 of MHA, then the rest of the block)
         x, (split, out_proj, ln2, ff) = _after_head_mask(x, heads, xi[0], block_params(params, 0))  # (b, T, d_model)
-        mask = causal_mask(x.shape[1], xp=get_array_module(x)) if c.causal else None
+        mask = _causal(c, x)
         blocks = []
         for layer in range(1, c.num_layers):
             x, _, cache = encoder_block_forward(x, block_params(params, layer), c.num_heads, attn_mask=mask, head_mask=xi[layer])
@@ -190,8 +191,14 @@ class HeadMaskEvaluator:
             dx, _, dxi[layer] = encoder_block_backward(dx, blocks[layer - 1])
         dx1 = dx + layernorm_backward(feedforward_backward(dx, ff)[0], ln2)[0]
         dmasked = combine_heads_backward(linear_backward(dx1, out_proj)[0], split)  # (b, h, T, d_k)
-        dxi[0] = (dmasked * heads).sum(axis=(2, 3))  # (b, h)
-        return get_array_module(dxi[0]).stack(dxi)
+        xp = array_namespace(dmasked, heads)
+        dxi[0] = xp.sum(dmasked * heads, axis=(2, 3))  # (b, h)
+        return xp.stack(dxi)
+
+
+def _causal(cfg, x):
+    """The ``(T, T)`` causal mask beside ``x`` ``(B, T, ...)`` when the model is causal, else None."""
+    return causal_mask(x.shape[1], xp=array_namespace(x), device=device_of(x)) if cfg.causal else None
 
 
 def _after_head_mask(x, heads, xi, p):
@@ -205,7 +212,7 @@ def _after_head_mask(x, heads, xi, p):
     Returns:
         ``(out, (split, out_proj, ln2, ff))``: ``(B, T, d_model)`` and the caches the backward needs.
     """
-    masked = heads if xi is None else heads * xi.reshape(*xi.shape, 1, 1)  # (B, h, T, d_k)
+    masked = heads if xi is None else heads * array_namespace(xi).reshape(xi, (*xi.shape, 1, 1))  # (B, h, T, d_k)
     concat, split = combine_heads_forward(masked)  # (B, T, d_model)
     m, out_proj = linear_forward(concat, p["attn.W_o"], p["attn.b_o"])
     x1 = x + m

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from mhattn.backend import array_namespace
 from mhattn.heads.gates import train_gates
 from mhattn.heads.importance import ablation_deltas, masked_eval, normalise_importance, spearman
 from mhattn.heads.mask_eval import HeadMaskEvaluator
@@ -40,7 +41,7 @@ def _mask(L, h, removed):
 
 def _copy(model):
     """A model with its own parameter arrays (optimisers update arrays in place)."""
-    return TransformerModel(model.cfg, params={n: p.copy() for n, p in model.params.items()})
+    return TransformerModel(model.cfg, params={n: array_namespace(p).asarray(p, copy=True) for n, p in model.params.items()})
 
 
 def random_removals(model, data, base, n_remove, n_random, rng, evaluator=None):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mhattn.backend import asarray, to_numpy
+from mhattn.backend import to_numpy
 
 
 def _cosine_matrix(x):
@@ -16,7 +16,7 @@ def _cosine_matrix(x):
 
 def head_contributions(model, ids):
     """Each head's contribution to the attention output, ``head_h @ W_o[rows of h]``: ``(L, h, N*T*d_model)``."""
-    model.forward(asarray(ids))
+    model.forward(model.place(ids))
     d_k = model.cfg.d_model // model.cfg.num_heads
     out = []
     for layer, c in enumerate(model._cache.blocks):

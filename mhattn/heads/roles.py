@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mhattn.backend import asarray, to_numpy
+from mhattn.backend import to_numpy
 
 POSITIONAL_THRESHOLD = 0.9  # Voita: the maximum falls at one offset in at least 90% of positions
 
@@ -15,13 +15,15 @@ POSITIONAL_THRESHOLD = 0.9  # Voita: the maximum falls at one offset in at least
 def attention_maps(model, ids, head_mask=None, batch_size=512):
     """Per-head attention weights of ``model`` on ``ids`` ``(N, T)``.
 
+    The model runs where its parameters live; the weights come to the host (``to_numpy``) for statistics.
+
     Returns:
-        ``(L, N, h, T, T)`` float32 host array.
+        ``(L, N, h, T, T)`` host array of the parameters' dtype.
     """
-    hm = None if head_mask is None else asarray(np.asarray(head_mask, dtype=model.params["embed.W"].dtype))
+    hm = None if head_mask is None else model.place(head_mask, dtype="params")
     chunks = []
     for s in range(0, len(ids), batch_size):
-        _, weights = model.forward(asarray(ids[s : s + batch_size]), head_mask=hm)
+        _, weights = model.forward(model.place(ids[s : s + batch_size]), head_mask=hm)
         chunks.append(np.stack([to_numpy(w) for w in weights]))  # (L, b, h, T, T)
     return np.concatenate(chunks, axis=1)
 

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mhattn.heads.importance import masked_eval
-from mhattn.heads.prune import PruneSettings
-from mhattn.nn.transformer import TransformerModel
+from mhattn.heads.prune import PruneSettings, _copy
 from mhattn.training.loop import train
 
 
@@ -72,8 +71,9 @@ def compare_scratch_vs_pruned(full, full_meta, scratch, scratch_meta, task, remo
     mask[list(removed)] = 0.0
     mask = mask.reshape(full.cfg.num_layers, full.cfg.num_heads)  # (L, h)
     pruned = masked_eval(full, *data, mask)
-    # the same recipe as mhattn prune's fine-tuning: Adam on all parameters, lr 1e-3, removed heads held at 0
-    tuned, _ = train(task, None, model=TransformerModel(full.cfg, params=dict(full.params)), head_mask=mask,
+    # the same recipe as mhattn prune's fine-tuning: Adam on all parameters, lr 1e-3, removed heads held at 0;
+    # on a copy with its own arrays (Adam updates in place: the caller's ``full`` must stay as it was)
+    tuned, _ = train(task, None, model=_copy(full), head_mask=mask,
                      steps=finetune_steps, lr=1e-3, seed=seed, progress=False)  # fmt: skip
     after = masked_eval(tuned, *data, mask)
     return ScratchComparison(

@@ -7,18 +7,26 @@ Vaswani et al. 2017, §3.2.2; head mask ξ from Michel et al. 2019.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from mhattn.backend import asarray, get_array_module, is_array
+from mhattn.backend import array_namespace, asarray, is_array
 from mhattn.functional.mha import multi_head_attention_backward, multi_head_attention_forward
+from mhattn.nn.device import copy_into
 from mhattn.nn.init import init_mha_params
-from mhattn.nn.torch_io import params_from_torch, params_to_torch
+from mhattn.nn.torch_io import host_params_from_torch, params_to_torch
 
 
 def _positive_int(name, n):
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"{name} must be a positive integer, got {n!r}")
     return int(n)
+
+
+def _name(dtype) -> str:
+    """``float32`` for NumPy's, torch's (``torch.float32``) or array-api-strict's float32 alike."""
+    return str(dtype).rsplit(".", 1)[-1]
 
 
 class MultiHeadAttention:
@@ -31,6 +39,8 @@ class MultiHeadAttention:
         bias: learn ``b_q, b_k, b_v, b_o``.
         dropout: probability of dropping an attention weight when ``training=True``.
         dtype: "float32" or "float64" for every parameter, output and gradient.
+            Parameters are made on the current backend and device (:func:`mhattn.set_backend`);
+            inputs must then be arrays of that library on that device.
         seed: seeds both the initialisation and the dropout generator.
         attention: "plain" stores the ``(B, h, T, S)`` weights; "tiled" never forms them
             (:mod:`mhattn.functional.attention_tiled`; needs ``need_weights=False`` and no dropout);
@@ -40,7 +50,10 @@ class MultiHeadAttention:
         params: ``W_q (d_model, d_model)``, ``W_k (kdim, d_model)``, ``W_v (vdim, d_model)``,
             ``W_o (d_model, d_model)``, and with ``bias`` ``b_q, b_k, b_v, b_o (d_model,)``.
             Initialised as torch does (see :mod:`mhattn.nn.init`).
-        grads: the same keys after :meth:`backward`, plus ``"head_mask"`` when one was given.
+        grads: the same keys after :meth:`backward` (parameters only, so ``SGD(mha.params).step(mha.grads)``
+            works after any backward).
+        head_mask_grad: ``∂L/∂ξ`` after a backward with a ``head_mask``, shaped like it (``(h,)`` or
+            ``(B, h)``); ``None`` otherwise. ξ is an input, not a parameter: its gradient is kept apart.
 
     Raises:
         ValueError: ``d_model`` not divisible by ``num_heads``, a non-positive size,
@@ -77,7 +90,7 @@ class MultiHeadAttention:
         host = init_mha_params(self.d_model, self.kdim, self.vdim, self.bias, self.dtype, np.random.default_rng(init_seed))
         self.params = {name: asarray(p) for name, p in host.items()}
         self.rng = np.random.default_rng(dropout_seed)  # dropout masks, drawn on the host
-        self.grads = {}
+        self.grads, self.head_mask_grad = {}, None
         self._cache = None
 
     def forward(
@@ -118,7 +131,8 @@ class MultiHeadAttention:
             (torch gives NaN there, pytorch/pytorch#41508).
 
         Raises:
-            TypeError: non-float input, dtype unlike the parameters', NumPy/CuPy mixed.
+            TypeError: non-float input, dtype unlike the parameters', arrays of two libraries mixed.
+            ValueError: arrays on two devices mixed (see :func:`mhattn.backend.array_namespace`).
             ValueError: wrong rank, trailing dimension, batch size or mask shape; ``attention="tiled"``
                 with ``need_weights=True`` or with dropout in training.
         """
@@ -133,7 +147,8 @@ class MultiHeadAttention:
         if not need_weights:
             return out, None
         # a copy: the cached weights must stay as they were for backward
-        return out, (weights.mean(axis=1) if average_attn_weights else weights.copy())
+        xp = array_namespace(weights)
+        return out, (xp.mean(weights, axis=1) if average_attn_weights else xp.asarray(weights, copy=True))
 
     __call__ = forward
 
@@ -156,7 +171,7 @@ class MultiHeadAttention:
     def backward(self, dout):
         """Back-propagate ``dout`` ``(B, T, d_model)`` through the last :meth:`forward`.
 
-        Fills :attr:`grads` (fresh arrays; parameters are not touched).
+        Fills :attr:`grads` (fresh arrays; parameters are not touched) and :attr:`head_mask_grad`.
 
         Returns:
             ``(dquery, dkey, dvalue)`` with the inputs' shapes; for self-attention
@@ -170,33 +185,34 @@ class MultiHeadAttention:
             raise RuntimeError("backward() called before forward(): there is nothing to differentiate")
         shape = self._cache.out_proj.x.shape
         if not is_array(dout):
-            raise TypeError(f"dout must be a NumPy or CuPy array, got {type(dout).__name__}")
-        get_array_module(dout, self._cache.out_proj.x)
-        if dout.shape != shape:
-            raise ValueError(f"dout must have the output's shape {shape}, got {dout.shape}")
-        if dout.dtype != self.dtype:
-            raise TypeError(f"dout has dtype {dout.dtype}, expected {self.dtype}")
-        dquery, dkey, dvalue, grads, dhead_mask = multi_head_attention_backward(dout, self._cache)
-        if dhead_mask is not None:
-            grads["head_mask"] = dhead_mask
-        self.grads = grads
+            raise TypeError(f"dout must be an array (NumPy, CuPy, torch or array-api-strict), got {type(dout).__name__}")
+        array_namespace(dout, self._cache.out_proj.x)  # one library, one device
+        if tuple(dout.shape) != tuple(shape):
+            raise ValueError(f"dout must have the output's shape {tuple(shape)}, got {tuple(dout.shape)}")
+        if dout.dtype != self._cache.out_proj.x.dtype:
+            raise TypeError(f"dout has dtype {_name(dout.dtype)}, expected {self.dtype}")
+        dquery, dkey, dvalue, self.grads, self.head_mask_grad = multi_head_attention_backward(dout, self._cache)
         return dquery, dkey, dvalue
 
     def num_parameters(self) -> int:
         """Number of learned scalars: ``4 d_model^2 + 4 d_model`` with bias when kdim = vdim = d_model."""
-        return int(sum(p.size for p in self.params.values()))
+        return sum(math.prod(p.shape) for p in self.params.values())
 
     def load_torch_state_dict(self, mapping):
         """Load ``torch.nn.MultiheadAttention.state_dict()``-named arrays (torch not imported).
 
         Accepts ``in_proj_weight``/``in_proj_bias`` or ``q_proj_weight``/``k_proj_weight``/
         ``v_proj_weight``, and ``out_proj.weight``/``out_proj.bias``; values may be NumPy
-        arrays, CuPy arrays or CPU tensors. Parameters change only if every entry fits.
+        arrays, CuPy arrays, tensors or any backend's arrays. As torch's ``load_state_dict``, the values are
+        copied *into* the existing parameter arrays (cast to the module's dtype, moved to their device), so
+        an optimiser built before keeps updating the live parameters. Nothing changes unless every entry fits.
 
         Raises:
-            KeyError: a needed name is missing. ValueError: a shape does not fit.
+            KeyError: a needed name is missing, or an entry this module does not use.
+            ValueError: a shape does not fit. TypeError: an entry is not floating point.
         """
-        self.params = params_from_torch(mapping, self.d_model, self.kdim, self.vdim, self.bias, self.dtype)
+        host = host_params_from_torch(mapping, self.d_model, self.kdim, self.vdim, self.bias, self.dtype)
+        copy_into(self.params, host)
 
     def to_torch_state_dict(self):
         """The parameters under torch's names, as host NumPy arrays (inverse of :meth:`load_torch_state_dict`)."""

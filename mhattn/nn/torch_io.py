@@ -40,7 +40,10 @@ def _checked_host_arrays(mapping, bias):
 
 
 def params_from_torch(mapping, d_model, kdim, vdim, bias, dtype):
-    """mhattn ``params`` (on the current backend) from a torch-named mapping of arrays.
+    """mhattn ``params`` (new arrays on the current backend and device) from a torch-named mapping of arrays.
+
+    ``MultiHeadAttention.load_torch_state_dict`` instead copies :func:`host_params_from_torch` into its
+    existing arrays (:func:`mhattn.nn.device.copy_into`).
 
     Raises:
         KeyError: a needed name is missing (the message lists what is there), or an entry is
@@ -49,6 +52,11 @@ def params_from_torch(mapping, d_model, kdim, vdim, bias, dtype):
         ValueError: an array has the wrong shape, or the mapping uses
             ``bias_k``/``bias_v`` (``add_bias_kv``), which mhattn does not support.
     """
+    return {k: asarray(v) for k, v in host_params_from_torch(mapping, d_model, kdim, vdim, bias, dtype).items()}
+
+
+def host_params_from_torch(mapping, d_model, kdim, vdim, bias, dtype):
+    """:func:`params_from_torch`'s arrays on the host: C-contiguous NumPy arrays of ``dtype`` (same errors)."""
     m = _checked_host_arrays(mapping, bias)
 
     def take(name, shape):
@@ -73,7 +81,7 @@ def params_from_torch(mapping, d_model, kdim, vdim, bias, dtype):
     if bias:
         b = take("in_proj_bias", (3 * d_model,))
         W.update(b_q=b[:d_model], b_k=b[d_model : 2 * d_model], b_v=b[2 * d_model :], b_o=take("out_proj.bias", (d_model,)))
-    return {k: asarray(np.ascontiguousarray(v)) for k, v in W.items()}
+    return {k: np.ascontiguousarray(v) for k, v in W.items()}
 
 
 def params_to_torch(params, d_model, kdim, vdim):
@@ -81,11 +89,11 @@ def params_to_torch(params, d_model, kdim, vdim):
     p = {k: to_numpy(v) for k, v in params.items()}
     out = {}
     if kdim == vdim == d_model:
-        out["in_proj_weight"] = np.concatenate([p["W_q"].T, p["W_k"].T, p["W_v"].T])
+        out["in_proj_weight"] = np.concat([p["W_q"].T, p["W_k"].T, p["W_v"].T])
     else:
         out.update(q_proj_weight=p["W_q"].T.copy(), k_proj_weight=p["W_k"].T.copy(), v_proj_weight=p["W_v"].T.copy())
     if "b_q" in p:
-        out["in_proj_bias"] = np.concatenate([p["b_q"], p["b_k"], p["b_v"]])
+        out["in_proj_bias"] = np.concat([p["b_q"], p["b_k"], p["b_v"]])
     out["out_proj.weight"] = p["W_o"].T.copy()
     if "b_o" in p:
         out["out_proj.bias"] = p["b_o"].copy()

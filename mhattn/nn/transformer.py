@@ -6,13 +6,15 @@ last cache; the maths lives in the functional pairs.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from mhattn.backend import asarray, get_array_module
+from mhattn.backend import array_namespace, asarray
 from mhattn.functional.encoder import BLOCK_PARAM_NAMES
 from mhattn.functional.transformer import transformer_backward, transformer_forward
+from mhattn.nn.device import beside, copy_into
 from mhattn.nn.init import init_embedding, init_encoder_block, init_layernorm, init_linear
 
 
@@ -65,11 +67,14 @@ class TransformerModel:
         cfg: a :class:`ModelConfig`.
         seed: seeds the initialisation and the dropout generator.
         dtype: "float32" or "float64".
-        params: use these parameters instead of a fresh initialisation.
+        params: use these arrays (held, not copied) instead of a fresh initialisation.
+
+    Fresh parameters are made on the current backend and device (:func:`mhattn.set_backend`); the
+    model then runs on arrays of that library and device (:meth:`place` moves host data there).
 
     Attributes:
         params, grads: flat dicts name -> array; ``head_mask_grad`` ``(L, h)`` or ``(L, B, h)``
-        after a backward with a head mask.
+        after a backward with a head mask (ξ is an input: its gradient is not in ``grads``).
     """
 
     def __init__(self, cfg: ModelConfig, seed=0, dtype="float32", params=None):
@@ -103,8 +108,34 @@ class TransformerModel:
         if self._cache is None:
             raise RuntimeError("backward() called before forward(): there is nothing to differentiate")
         self.grads, dmask = transformer_backward(dlogits, self._cache)
-        self.head_mask_grad = None if dmask[0] is None else get_array_module(*dmask).stack(dmask)  # (L, ...)
+        self.head_mask_grad = None if dmask[0] is None else array_namespace(*dmask).stack(dmask)  # (L, ...)
         return self.grads
 
     def num_parameters(self):
-        return int(sum(p.size for p in self.params.values()))
+        return sum(math.prod(p.shape) for p in self.params.values())
+
+    def place(self, x, dtype=None):
+        """``x`` (host data such as ids, targets or a head mask) on the parameters' namespace and device.
+
+        Args:
+            x: a NumPy array, list or any backend's array. dtype: ``"params"`` casts to the parameters'
+                float dtype (head masks); None keeps ``x``'s (integer ids stay integers).
+        """
+        p = self.params["embed.W"]
+        return beside(p, x, dtype=p.dtype if dtype == "params" else dtype)
+
+    def load_params(self, params):
+        """Copy ``params`` (name -> array of any backend, e.g. a checkpoint's) *into* this model's arrays.
+
+        As torch's ``load_state_dict``: the parameter arrays stay the same objects (an optimiser built
+        before keeps updating them); values are cast to each parameter's dtype and moved to its device.
+        Every name must be there and fit, or nothing changes.
+
+        Raises:
+            KeyError: a name missing from ``params`` or unknown to the model.
+            ValueError: a shape differs. TypeError: a value is not floating point.
+        """
+        missing = sorted(set(self.params) - set(params))
+        if missing:
+            raise KeyError(f"parameters missing: {missing[:4]}; nothing was loaded")
+        copy_into(self.params, params)

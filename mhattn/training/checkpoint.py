@@ -8,6 +8,13 @@ unicode array holding JSON::
 
 Unicode arrays load without pickle, so a checkpoint can never run code. Every
 problem with a file raises :class:`CheckpointError` naming the file and the fault.
+
+**Shipped names and local files.** ``load_checkpoint("roles-plain")`` names a shipped checkpoint;
+anything with a suffix or a folder separator (``"roles-plain.npz"``, ``"./roles-plain"``) or given as a
+``pathlib.Path`` is a path. A bare shipped name never silently means a local file, nor the reverse:
+when a file ``roles-plain`` or ``roles-plain.npz`` also exists in the working folder, the call is
+ambiguous and raises :class:`CheckpointError` (a ``ValueError``) naming both; pass ``"./roles-plain"`` for the local one or
+``shipped_path("roles-plain")`` for the shipped one.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from mhattn.backend import asarray, to_numpy
+from mhattn.nn.device import host_dtype
 from mhattn.nn.transformer import ModelConfig, TransformerModel, param_shapes
 
 FORMAT, VERSION = "mhattn-checkpoint", 1
@@ -80,22 +88,59 @@ def _meta(path, arrays):
     return meta
 
 
-def load_checkpoint(path, dtype="float32"):
-    """Read a checkpoint.
+def shipped_path(name) -> Path:
+    """The file of the shipped checkpoint ``name`` (one of :data:`SHIPPED`).
+
+    Raises:
+        KeyError: not a shipped name (the message lists them).
+    """
+    if name not in SHIPPED:
+        raise KeyError(f"{name!r} is not a shipped checkpoint; shipped: {', '.join(SHIPPED)}")
+    return DATA_DIR / SHIPPED[name]
+
+
+def resolve(path) -> Path:
+    """The file ``load_checkpoint(path)`` reads (the rule is in the module docstring).
+
+    Raises:
+        CheckpointError (a ValueError): ``path`` is a bare shipped name and a local file of that name (or
+            with ``.npz``) exists.
+    """
+    if not isinstance(path, str) or path not in SHIPPED:
+        return Path(path)
+    local = [Path(c) for c in (path, path + ".npz") if Path(c).exists()]
+    if local:
+        raise CheckpointError(
+            f"{path!r} names both the shipped checkpoint {shipped_path(path)} and the local file "
+            f"{local[0].resolve()}; pass './{local[0]}' for the local file or shipped_path({path!r}) for the shipped one"
+        )
+    return shipped_path(path)
+
+
+def load_checkpoint(path, dtype=None, *, into=None):
+    """Read a checkpoint into a new model, or into an existing one.
 
     Args:
-        path: a file path, or the name of a shipped checkpoint (``roles-plain``,
-            ``roles-headdropout``, ``text``).
-        dtype: parameters are cast to it ("float64" for gradient checks).
+        path: a file path, or the name of a shipped checkpoint (``roles-plain``, ``roles-headdropout``,
+            ``text``, ``roles-6heads``); see the module docstring for which a name means.
+        dtype: parameters are cast to it ("float64" for gradient checks); default float32, or ``into``'s.
+        into: a :class:`TransformerModel` of the same config to load into: its parameter arrays are
+            overwritten in place, as torch's ``load_state_dict`` does, so an optimiser built on them keeps
+            working; its dtype and device stay. On any error it is left unchanged.
 
     Returns:
-        ``(model, meta)``: a :class:`TransformerModel` on the current backend and the metadata dict.
+        ``(model, meta)``: a :class:`TransformerModel` (new, on the current backend and device; or ``into``)
+        and the metadata dict.
 
     Raises:
         CheckpointError: missing, corrupt or truncated file, wrong format or version,
-            missing/extra/mis-shaped parameters.
+            missing/extra/mis-shaped parameters, or a config unlike ``into``'s.
+            A bare shipped name that a local file also has (see :func:`resolve`).
+        ValueError: a ``dtype`` unlike ``into``'s.
     """
-    path = DATA_DIR / SHIPPED[path] if str(path) in SHIPPED else Path(path)
+    path = resolve(path)
+    if into is not None and dtype is not None and np.dtype(dtype) != host_dtype(into.params["embed.W"]):
+        raise ValueError(f"dtype={dtype!r} differs from the model's ({host_dtype(into.params['embed.W'])}); leave it out")
     arrays = _read(path)
     meta = _meta(path, arrays)
     try:
@@ -112,5 +157,10 @@ def load_checkpoint(path, dtype="float32"):
             raise CheckpointError(
                 f"checkpoint {path}: parameter {name} is {found[name].dtype}{found[name].shape}, config expects float{shape}"
             )
-    params = {n: asarray(found[n].astype(dtype)) for n in expected}
+    if into is not None:
+        if into.cfg != cfg:
+            raise CheckpointError(f"checkpoint {path}: its config {cfg} differs from the model's {into.cfg}")
+        into.load_params({n: found[n] for n in expected})
+        return into, meta
+    params = {n: asarray(found[n].astype(dtype or "float32")) for n in expected}
     return TransformerModel(cfg, params=params), meta

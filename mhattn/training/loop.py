@@ -4,6 +4,10 @@ Head dropout (the ``roles-headdropout`` model): at every step each head of each
 example is switched off with probability p through ``head_mask`` and the surviving
 heads are rescaled by ``1/(1-p)`` (inverted dropout on whole heads, as in
 Michel et al. 2019's ξ). No single head can then be relied on alone.
+
+The model's parameters decide where the work runs: batches, targets and head masks drawn on the host
+are moved to the parameters' namespace and device (:meth:`~mhattn.nn.transformer.TransformerModel.place`);
+only scalars (the loss, the accuracy) come back.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ import time
 
 import numpy as np
 
-from mhattn.backend import asarray, to_numpy
+from mhattn.backend import array_namespace
 from mhattn.functional.losses import cross_entropy_backward, cross_entropy_forward
+from mhattn.nn.device import beside, host_dtype
 from mhattn.nn.transformer import ModelConfig, TransformerModel
 from mhattn.optim import Adam
 
@@ -35,18 +40,25 @@ def multi_loss(logits, targets):
     return total, tuple(dlogits)
 
 
+def correct_count(z, y) -> int:
+    """How many positions have ``argmax z == y``: ``z`` ``(..., C)`` logits, ``y`` integer targets of its shape less C."""
+    xp = array_namespace(z, y)
+    return int(xp.sum(xp.astype(xp.argmax(z, axis=-1) == y, xp.int64)))
+
+
 def evaluate(model, ids, targets, head_mask=None, batch_size=512, names=None):
     """Loss and accuracy on a fixed set, in batches.
 
     Args:
-        ids: ``(N, T)`` host ints; targets: K arrays ``(N, T)``; head_mask: ``(L, h)`` or ``None``.
+        ids: ``(N, T)`` host ints; targets: K arrays ``(N, T)``; head_mask: ``(L, h)`` or ``None`` (host or
+            on the parameters' device).
 
     Returns:
         dict ``loss`` (mean over classifiers, nats), ``acc`` (mean), ``min_acc``, and per
         classifier ``loss/<name>``, ``acc/<name>``.
     """
-    hm = None if head_mask is None else asarray(np.asarray(head_mask, dtype=model.params["embed.W"].dtype))
-    logits = (model.forward(asarray(ids[s : s + batch_size]), head_mask=hm)[0] for s in range(0, ids.shape[0], batch_size))
+    hm = None if head_mask is None else model.place(head_mask, dtype="params")
+    logits = (model.forward(model.place(ids[s : s + batch_size]), head_mask=hm)[0] for s in range(0, ids.shape[0], batch_size))
     return score_batches(logits, targets, batch_size, names)
 
 
@@ -54,17 +66,17 @@ def score_batches(logits, targets, batch_size=512, names=None):
     """The dict of :func:`evaluate` from the logits of consecutive batches of ``batch_size`` sequences.
 
     Args:
-        logits: an iterable over batches, each a tuple of K arrays ``(b, T, C_k)``; targets: K host arrays ``(N, T)``.
+        logits: an iterable over batches, each a tuple of K arrays ``(b, T, C_k)`` (any backend); targets: K host
+            arrays ``(N, T)``, moved to the logits' device a batch at a time.
     """
     names = names or [str(k) for k in range(len(targets))]
     K, N = len(targets), targets[0].shape[0]
     loss_sum, correct = np.zeros(K), np.zeros(K)
     for s, batch in zip(range(0, N, batch_size), logits, strict=True):
         for k, (z, y) in enumerate(zip(batch, targets, strict=True)):
-            yb = asarray(y[s : s + batch_size])
-            n = yb.size
-            loss_sum[k] += cross_entropy_forward(z, yb)[0] * n
-            correct[k] += float(to_numpy((z.argmax(-1) == yb).sum()))
+            yb = beside(z, y[s : s + batch_size])
+            loss_sum[k] += cross_entropy_forward(z, yb)[0] * math.prod(yb.shape)
+            correct[k] += correct_count(z, yb)
     total = N * targets[0].shape[1]
     losses, accs = loss_sum / total, correct / total
     out = {"loss": float(losses.mean()), "acc": float(accs.mean()), "min_acc": float(accs.min())}
@@ -107,24 +119,25 @@ def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_d
     rng = np.random.default_rng(seed)
     model = model or TransformerModel(cfg, seed=seed)
     cfg = model.cfg
-    dtype = model.params["embed.W"].dtype
+    dtype = host_dtype(model.params["embed.W"])  # the parameters' dtype, for masks drawn on the host
     opt = Adam(model.params, lr=lr, weight_decay=weight_decay, clip=clip)
-    fixed = None if head_mask is None else asarray(np.asarray(head_mask, dtype=dtype))
+    fixed = None if head_mask is None else model.place(head_mask, dtype="params")
     bar = progress_bar(steps, progress)
     history, val_history, t0 = [], [], time.perf_counter()
     for step in range(steps):
         ids, targets = task.sample(batch_size, rng)
         hm = fixed
         if head_dropout > 0:
-            hm = asarray(head_dropout_mask(rng, cfg.num_layers, batch_size, cfg.num_heads, head_dropout, dtype))
+            hm = model.place(head_dropout_mask(rng, cfg.num_layers, batch_size, cfg.num_heads, head_dropout, dtype))
             hm = hm if fixed is None else hm * fixed[:, None, :]
-        logits, _ = model.forward(asarray(ids), head_mask=hm, training=True)
-        loss, dlogits = multi_loss(logits, tuple(asarray(t) for t in targets))
+        targets = tuple(model.place(t) for t in targets)
+        logits, _ = model.forward(model.place(ids), head_mask=hm, training=True)
+        loss, dlogits = multi_loss(logits, targets)
         grads = model.backward(dlogits)
         opt.lr = lr_at(step, steps, lr, warmup=min(100, steps // 10))
         opt.step(grads)
         if step % log_every == 0 or step == steps - 1:
-            acc = float(np.mean([to_numpy((z.argmax(-1) == asarray(t)).mean()) for z, t in zip(logits, targets, strict=True)]))
+            acc = float(np.mean([correct_count(z, t) / math.prod(t.shape) for z, t in zip(logits, targets, strict=True)]))
             history.append((step, loss, acc))
             bar.set_postfix(loss=f"{loss:.3f}", acc=f"{acc:.3f}")
         if eval_data is not None and ((step + 1) % eval_every == 0 or step == steps - 1):
