@@ -75,7 +75,7 @@ def transformer_forward(
     mask = causal_mask(T, xp=array_namespace(ids), device=device_of(ids)) if causal else None  # (T, T) bool, True = future
     blocks, weights = [], []
     for layer in range(num_layers):
-        xi = None if head_mask is None else head_mask[layer]
+        xi = None if head_mask is None else head_mask[layer, ...]
         x, w, c = encoder_block_forward(
             x, block_params(params, layer), num_heads, attn_mask=mask, head_mask=xi, dropout_p=dropout_p, rng=rng
         )
