@@ -38,11 +38,11 @@ def head_importance(model, ids, targets, head_mask=None, batch_size=256):
     L, h = model.cfg.num_layers, model.cfg.num_heads
     base = np.ones((L, h)) if head_mask is None else np.asarray(head_mask, dtype=float)
     total = np.zeros((L, h))
-    for s in range(0, len(ids), batch_size):
-        b = len(ids[s : s + batch_size])
+    for s in range(0, ids.shape[0], batch_size):
+        b = min(batch_size, ids.shape[0] - s)
         xi = model.place(np.repeat(base[:, None, :], b, axis=1), dtype="params")  # (L, b, h) one ξ per sequence
-        logits, _ = model.forward(model.place(ids[s : s + batch_size]), head_mask=xi)
-        _, dlogits = multi_loss(logits, tuple(model.place(t[s : s + batch_size]) for t in targets))
+        logits, _ = model.forward(model.place(ids[s : s + batch_size, ...]), head_mask=xi)
+        _, dlogits = multi_loss(logits, tuple(model.place(t[s : s + batch_size, ...]) for t in targets))
         model.backward(dlogits)
         total += np.abs(to_numpy(model.head_mask_grad) * b).sum(axis=1)  # batch mean -> per-sequence loss
     raw = total / len(ids)
@@ -58,8 +58,8 @@ def normalise_importance(raw):
 def mean_head_outputs(model, ids, batch_size=512):
     """Each head's output averaged over sequences and positions: ``(L, h, d_k)``."""
     total, n = 0.0, 0
-    for s in range(0, len(ids), batch_size):
-        model.forward(model.place(ids[s : s + batch_size]))
+    for s in range(0, ids.shape[0], batch_size):
+        model.forward(model.place(ids[s : s + batch_size, ...]))
         heads = [to_numpy(c.attn.heads) for c in model._cache.blocks]  # L x (b, h, T, d_k)
         total = total + np.stack([x.sum(axis=(0, 2)) for x in heads])
         n += heads[0].shape[0] * heads[0].shape[2]

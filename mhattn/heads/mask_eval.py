@@ -47,7 +47,7 @@ class HeadMaskEvaluator:
     def __init__(self, model, ids, targets, batch_size=512):
         self.model, self.targets, self.batch_size = model, targets, batch_size
         self.params = dict(model.params)  # the arrays the cache was computed from
-        self.batches = [self._prefix(model.place(ids[s : s + batch_size])) for s in range(0, len(ids), batch_size)]
+        self.batches = [self._prefix(model.place(ids[s : s + batch_size, ...])) for s in range(0, ids.shape[0], batch_size)]
         self._seen = {}  # mask bytes -> result, for masks met again (the evaluation is deterministic)
         self._importance = {}  # (mask bytes, batch size) -> raw importance, likewise
 
@@ -79,7 +79,7 @@ class HeadMaskEvaluator:
         """:meth:`_tail` of one batch, a few sequences at a time (every position's logits depend on its
         own sequence only, so the pieces give the same bits as one call, faster: see ``TAIL_TOKENS``)."""
         step = max(1, TAIL_TOKENS // kept[0][0].shape[1])
-        pieces = [self._tail([(x[s : s + step], hd[s : s + step]) for x, hd in kept], first, head_mask, params)
+        pieces = [self._tail([(x[s : s + step, ...], hd[s : s + step, ...]) for x, hd in kept], first, head_mask, params)
                   for s in range(0, kept[0][0].shape[0], step)]  # fmt: skip
         xp = array_namespace(pieces[0][0])
         return tuple(xp.concat([p[k] for p in pieces]) for k in range(len(pieces[0])))
@@ -90,7 +90,7 @@ class HeadMaskEvaluator:
         x, heads = kept[first]
         for layer in range(first, c.num_layers):
             p = block_params(params, layer)
-            xi = None if head_mask is None else head_mask[layer]
+            xi = None if head_mask is None else head_mask[layer, ...]
             if layer == first:
                 x, _ = _after_head_mask(x, heads, xi, p)  # (B, T, d_model)
             else:
@@ -156,10 +156,10 @@ class HeadMaskEvaluator:
         for i, kept in enumerate(self.batches):
             for s in range(0, kept[0][0].shape[0], batch_size):
                 start = i * self.batch_size + s
-                b = kept[0][0][s : s + batch_size].shape[0]
+                b = min(batch_size, kept[0][0].shape[0] - s)
                 xi = self.model.place(np.repeat(base[:, None, :], b, axis=1), dtype="params")  # (L, b, h) one ξ per sequence
-                targets = tuple(self.model.place(t[start : start + b]) for t in self.targets)
-                dxi = self._head_mask_grad([(x[s : s + b], hd[s : s + b]) for x, hd in kept], xi, targets)  # (L, b, h)
+                targets = tuple(self.model.place(t[start : start + b, ...]) for t in self.targets)
+                dxi = self._head_mask_grad([(x[s : s + b, ...], hd[s : s + b, ...]) for x, hd in kept], xi, targets)  # (L, b, h)
                 total += np.abs(to_numpy(dxi) * b).sum(axis=1)  # batch mean -> per-sequence loss
                 n += b
         self._importance[key] = total / n
@@ -171,11 +171,13 @@ class HeadMaskEvaluator:
         c, params = self.model.cfg, self.params
         x, heads = kept[0]  # (b, T, d_model), (b, h, T, d_k) unmasked
         # forward: layer 0 from its head mask (steps 4-6 of MHA, then the rest of the block)
-        x, (split, out_proj, ln2, ff) = _after_head_mask(x, heads, xi[0], block_params(params, 0))  # (b, T, d_model)
+        x, (split, out_proj, ln2, ff) = _after_head_mask(x, heads, xi[0, ...], block_params(params, 0))  # (b, T, d_model)
         mask = _causal(c, x)
         blocks = []
         for layer in range(1, c.num_layers):
-            x, _, cache = encoder_block_forward(x, block_params(params, layer), c.num_heads, attn_mask=mask, head_mask=xi[layer])
+            x, _, cache = encoder_block_forward(
+                x, block_params(params, layer), c.num_heads, attn_mask=mask, head_mask=xi[layer, ...]
+            )
             blocks.append(cache)
         z, ln_f = layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])
         outs = [linear_forward(z, params[f"out.{k}.W"], params[f"out.{k}.b"]) for k in range(len(c.output_sizes))]

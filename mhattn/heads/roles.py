@@ -22,8 +22,8 @@ def attention_maps(model, ids, head_mask=None, batch_size=512):
     """
     hm = None if head_mask is None else model.place(head_mask, dtype="params")
     chunks = []
-    for s in range(0, len(ids), batch_size):
-        _, weights = model.forward(model.place(ids[s : s + batch_size]), head_mask=hm)
+    for s in range(0, ids.shape[0], batch_size):
+        _, weights = model.forward(model.place(ids[s : s + batch_size, ...]), head_mask=hm)
         chunks.append(np.stack([to_numpy(w) for w in weights]))  # (L, b, h, T, T)
     return np.concatenate(chunks, axis=1)
 

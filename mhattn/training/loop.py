@@ -58,7 +58,9 @@ def evaluate(model, ids, targets, head_mask=None, batch_size=512, names=None):
         classifier ``loss/<name>``, ``acc/<name>``.
     """
     hm = None if head_mask is None else model.place(head_mask, dtype="params")
-    logits = (model.forward(model.place(ids[s : s + batch_size]), head_mask=hm)[0] for s in range(0, ids.shape[0], batch_size))
+    logits = (
+        model.forward(model.place(ids[s : s + batch_size, ...]), head_mask=hm)[0] for s in range(0, ids.shape[0], batch_size)
+    )
     return score_batches(logits, targets, batch_size, names)
 
 
@@ -74,7 +76,7 @@ def score_batches(logits, targets, batch_size=512, names=None):
     loss_sum, correct = np.zeros(K), np.zeros(K)
     for s, batch in zip(range(0, N, batch_size), logits, strict=True):
         for k, (z, y) in enumerate(zip(batch, targets, strict=True)):
-            yb = beside(z, y[s : s + batch_size])
+            yb = beside(z, y[s : s + batch_size, ...])
             loss_sum[k] += cross_entropy_forward(z, yb)[0] * math.prod(yb.shape)
             correct[k] += correct_count(z, yb)
     total = N * targets[0].shape[1]
