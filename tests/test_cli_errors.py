@@ -55,7 +55,7 @@ BAD = [
     (["train", "--head-dropout", "1"], "--head-dropout", "[0, 1)"),
     (["train", "--head-dropout", "-0.1"], "--head-dropout", "[0, 1)"),
     (["train", "--batch-size", "0"], "--batch-size", "[1, 65536]"),
-    (["train", "--lr", "0"], "--lr", "> 0"),
+    (["train", "--lr", "-1"], "--lr", ">= 0"),
     (["train", "--lr", "nan"], "--lr", "finite"),
     (["train", "--seed", "-3"], "--seed", ">= 0"),
     (["walkthrough", "--d-model", "0"], "--d-model", "[1, 4096]"),

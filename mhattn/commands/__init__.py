@@ -30,7 +30,8 @@ def float_in(low, high, *, high_open=False):
     return number_in(float, low, high, high_open=high_open)
 
 
-positive_float = number_in(float, 0.0, low_open=True)  # learning rates: -1 and 0 get the same "> 0" message
+positive_float = number_in(float, 0.0, low_open=True)
+non_negative_float = number_in(float, 0.0)  # learning rates: 0 allowed (warm-up reaches it); -1 reads ">= 0", as in optim
 positive_int = int_in(1)
 non_negative_int = int_in(0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mhattn.commands import UsageError, checkpoint_out, float_in, int_in, non_negative_int, positive_float, positive_int
+from mhattn.commands import UsageError, checkpoint_out, float_in, int_in, non_negative_float, non_negative_int, positive_int
 from mhattn.training.recipes import RECIPES, run_recipe
 
 
@@ -17,7 +17,7 @@ def add_parser(sub, name):
                         "(which uses 0.3); default: no head dropout")  # fmt: skip
     p.add_argument("--steps", type=positive_int, default=None, help="training steps; default: the recipe's")
     p.add_argument("--batch-size", type=int_in(1, 65536), default=None, help="sequences per step; default: the recipe's")
-    p.add_argument("--lr", type=positive_float, default=None, help="peak learning rate; default: the recipe's")
+    p.add_argument("--lr", type=non_negative_float, default=None, help="peak learning rate; default: the recipe's")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed for the weights and the batches")
     p.add_argument("--out", type=checkpoint_out, default=None,
                    help="checkpoint file to write; default: <recipe>.npz in the current folder")  # fmt: skip
