@@ -51,7 +51,9 @@ def test_batch_and_length_mismatch(mod):
 def test_integer_input(mod):
     with pytest.raises(TypeError, match=r"query must be a float32 or float64 array, got int64"):
         mod(np.zeros((2, 3, 8), dtype=np.int64))
-    with pytest.raises(TypeError, match=r"query must be a NumPy or CuPy array \(see mhattn.asarray\), got list"):
+    with pytest.raises(
+        TypeError, match=r"query must be an array \(NumPy, CuPy, torch or array-api-strict; see mhattn.asarray\), got list"
+    ):
         mod([[[0.0] * 8]])
 
 
@@ -237,14 +239,32 @@ def test_wrong_parameters_are_named(mod, name, value, err, match):
 
 
 def test_non_arrays_are_refused_clearly(mod):
-    torch = pytest.importorskip("torch")
-    with pytest.raises(TypeError, match=r"query must be a NumPy or CuPy array .* got Tensor"):
-        mod(torch.zeros(2, 3, 8, dtype=torch.float64))
-    with pytest.raises(TypeError, match=r"attn_mask must be a NumPy or CuPy array .* got list"):
+    with pytest.raises(TypeError, match=r"attn_mask must be an array \(NumPy, CuPy, torch or array-api-strict; .*\), got list"):
         mod(np.zeros((2, 3, 8)), attn_mask=[[False] * 3] * 3)
+    with pytest.raises(TypeError, match=r"W_k must be an array \(NumPy, CuPy, torch or array-api-strict; .*\), got list"):
+        F.multi_head_attention_forward(
+            np.zeros((2, 3, 8)), np.zeros((2, 3, 8)), np.zeros((2, 3, 8)), {**mod.params, "W_k": [[0.0]]}, 2
+        )
+
+
+def test_two_libraries_in_one_call_are_named(mod):
+    """A torch tensor is an array mhattn accepts, but not beside NumPy parameters: the error names both."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"arrays of two libraries in one call: numpy and torch"):
+        mod(torch.zeros(2, 3, 8, dtype=torch.float64))
+    with pytest.raises(TypeError, match=r"arrays of two libraries in one call: numpy and torch"):
+        mod(np.zeros((2, 3, 8)), attn_mask=torch.zeros(3, 3, dtype=torch.bool))
     mod(np.zeros((2, 3, 8)))
-    with pytest.raises(TypeError, match=r"dout must be a NumPy or CuPy array, got Tensor"):
-        mod.backward(torch.zeros(2, 3, 8))
+    with pytest.raises(TypeError, match=r"arrays of two libraries in one call: numpy and torch"):
+        mod.backward(torch.zeros(2, 3, 8, dtype=torch.float64))
+
+
+def test_two_devices_in_one_call_are_named():
+    strict = pytest.importorskip("array_api_strict")
+    x = strict.asarray(np.zeros((2, 3, 8)), device=strict.Device("device1"))
+    params = {n: strict.asarray(np.eye(8)) for n in ("W_q", "W_k", "W_v", "W_o")}  # the default device
+    with pytest.raises(ValueError, match=r"arrays on two devices in one call: .*CPU_DEVICE.* and .*device1"):
+        F.multi_head_attention_forward(x, x, x, params, 2)
 
 
 def test_empty_keys_are_refused(mod):

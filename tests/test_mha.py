@@ -9,6 +9,7 @@ import pytest
 
 import mhattn
 from mhattn import MultiHeadAttention
+from mhattn import functional as F
 
 
 def arr(rng, *shape, dtype="float64"):
@@ -27,7 +28,7 @@ def test_shapes_and_weight_layouts(rng):
     assert out.shape == (2, 4, 8) and w.shape == (2, 4, 6)
     _, w_heads = mod(q, k, v, average_attn_weights=False)
     assert w_heads.shape == (2, 2, 4, 6)
-    np.testing.assert_allclose(np_(w_heads.mean(axis=1)), np_(w), rtol=1e-6)
+    np.testing.assert_allclose(np_(w_heads).mean(axis=1), np_(w), rtol=1e-6)
     assert mod(q, k, v, need_weights=False)[1] is None
     assert {n: tuple(p.shape) for n, p in mod.params.items()} == {
         "W_q": (8, 8), "W_k": (3, 8), "W_v": (5, 8), "W_o": (8, 8), "b_q": (8,), "b_k": (8,), "b_v": (8,), "b_o": (8,)
@@ -37,8 +38,8 @@ def test_shapes_and_weight_layouts(rng):
 @pytest.mark.usefixtures("backend")
 def test_attention_rows_sum_to_one(rng):
     _, w = MultiHeadAttention(12, 3, dtype="float64", seed=0)(arr(rng, 2, 5, 12), average_attn_weights=False)
-    np.testing.assert_allclose(np_(w.sum(axis=-1)), 1.0, rtol=1e-12)
-    assert float(w.min()) > 0
+    np.testing.assert_allclose(np_(w).sum(axis=-1), 1.0, rtol=1e-12)
+    assert np_(w).min() > 0
 
 
 @pytest.mark.usefixtures("backend")
@@ -47,7 +48,7 @@ def test_permuting_tokens_permutes_outputs(rng):
     x = arr(rng, 1, 6, 12)
     perm = np.array([3, 0, 5, 1, 4, 2])
     out, _ = mod(x)
-    out_p, _ = mod(x[:, perm])
+    out_p, _ = mod(mhattn.asarray(np_(x)[:, perm]))
     np.testing.assert_allclose(np_(out_p), np_(out)[:, perm], rtol=1e-12, atol=1e-12)
 
 
@@ -82,9 +83,9 @@ def test_masked_position_has_no_influence(rng):
     kv2[:, 4] = 1e6
     out2, w2 = mod(q, mhattn.asarray(kv2), key_padding_mask=mhattn.asarray(pad))
     np.testing.assert_array_equal(np_(out), np_(out2))
-    assert float(abs(w2[:, :, 4]).max()) == 0.0
+    assert abs(np_(w2)[:, :, 4]).max() == 0.0
     _, dk, dv = mod.backward(arr(rng, 2, 3, 8))
-    assert float(abs(dk[:, 4]).max()) == 0.0 and float(abs(dv[:, 4]).max()) == 0.0
+    assert abs(np_(dk)[:, 4]).max() == 0.0 and abs(np_(dv)[:, 4]).max() == 0.0
 
 
 @pytest.mark.usefixtures("backend")
@@ -95,8 +96,8 @@ def test_query_with_no_allowed_key_outputs_b_o_with_finite_gradients(rng):
     mask[2] = True
     x = arr(rng, 1, 3, 8)
     out, w = mod(x, attn_mask=mhattn.asarray(mask))
-    np.testing.assert_array_equal(np_(out[0, 2]), np.linspace(-1, 1, 8))
-    assert float(abs(w[0, 2]).max()) == 0.0
+    np.testing.assert_array_equal(np_(out)[0, 2], np.linspace(-1, 1, 8))
+    assert abs(np_(w)[0, 2]).max() == 0.0
     grads = mod.backward(arr(rng, 1, 3, 8))
     assert all(np.isfinite(np_(g)).all() for g in list(grads) + list(mod.grads.values()))
 
@@ -125,8 +126,9 @@ def test_dtype_is_kept_everywhere(rng, dtype):
     float_mask = mhattn.asarray(rng.standard_normal((3, 3)).astype(dtype))
     out, w = mod(x, attn_mask=float_mask, head_mask=mhattn.asarray(np.ones(2, dtype)), training=True)
     grads = mod.backward(arr(rng, 2, 3, 8, dtype=dtype))
+    want = getattr(mhattn.backend.current_array_module(), dtype)  # the leg's own dtype object
     for a in [out, w, *grads, *mod.grads.values()]:
-        assert a.dtype == np.dtype(dtype)
+        assert a.dtype == want
 
 
 @pytest.mark.usefixtures("backend")
@@ -137,7 +139,7 @@ def test_large_logits_do_not_overflow(rng):
     out, w = mod(x, average_attn_weights=False)
     mod.backward(mhattn.asarray(np.ones((1, 4, 8), np.float32)))
     assert np.isfinite(np_(out)).all() and np.isfinite(np_(mod.grads["W_q"])).all()
-    np.testing.assert_allclose(np_(w.sum(-1)), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(np_(w).sum(-1), 1.0, rtol=1e-5)
 
 
 @pytest.mark.usefixtures("backend")
@@ -149,8 +151,8 @@ def test_dropout_only_in_training_and_seeded(rng):
     out_b, _ = b(x, training=True)
     np.testing.assert_array_equal(np_(eval_out), np_(b(x)[0]))  # no dropout outside training
     np.testing.assert_array_equal(np_(out_a), np_(out_b))  # same seed, same masks
-    assert float(abs(out_a - eval_out).max()) > 1e-3
-    np.testing.assert_allclose(np_(w_a.sum(-1)), 1.0, rtol=1e-12)  # weights are returned before dropout
+    assert abs(np_(out_a) - np_(eval_out)).max() > 1e-3
+    np.testing.assert_allclose(np_(w_a).sum(-1), 1.0, rtol=1e-12)  # weights are returned before dropout
 
 
 @pytest.mark.usefixtures("backend")
@@ -211,11 +213,35 @@ def test_init_follows_torch_bounds_and_seed():
     d = 64
     a, b, c = MultiHeadAttention(d, 4, seed=0), MultiHeadAttention(d, 4, seed=0), MultiHeadAttention(d, 4, seed=1)
     np.testing.assert_array_equal(np_(a.params["W_q"]), np_(b.params["W_q"]))
-    assert float(abs(a.params["W_q"] - c.params["W_q"]).max()) > 0
+    assert abs(np_(a.params["W_q"]) - np_(c.params["W_q"])).max() > 0
     in_bound, out_bound = math.sqrt(6 / (4 * d)), 1 / math.sqrt(d)
     for n in ("W_q", "W_k", "W_v"):
-        assert 0.9 * in_bound < float(abs(a.params[n]).max()) <= in_bound
-    assert 0.9 * out_bound < float(abs(a.params["W_o"]).max()) <= out_bound
-    assert float(abs(a.params["b_q"]).max()) == 0.0
+        assert 0.9 * in_bound < abs(np_(a.params[n])).max() <= in_bound
+    assert 0.9 * out_bound < abs(np_(a.params["W_o"])).max() <= out_bound
+    assert abs(np_(a.params["b_q"])).max() == 0.0
     sep = MultiHeadAttention(d, 4, kdim=32, seed=0)
-    assert float(abs(sep.params["W_k"]).max()) <= math.sqrt(6 / (d + 32))
+    assert abs(np_(sep.params["W_k"])).max() <= math.sqrt(6 / (d + 32))
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"is_causal": True}, {"key_padding_mask": np.zeros((0, 5), bool)}, {"head_mask": np.ones((0, 2))}, {"dropout_p": 0.5}],
+    ids=["plain", "causal", "key_padding_mask", "head_mask", "dropout"],
+)
+@pytest.mark.filterwarnings("error")
+def test_empty_batch_runs_forward_and_backward(backend, extra):
+    """B = 0 is a batch like any other: outputs and gradients of the right shapes, zero parameter gradients."""
+    rng = np.random.default_rng(0)
+    d, h, T, S = 8, 2, 3, 5
+    params = {n: backend.floats(rng.standard_normal((d, d))) for n in ("W_q", "W_k", "W_v", "W_o")}
+    params.update({n: backend.floats(rng.standard_normal(d)) for n in ("b_q", "b_k", "b_v", "b_o")})
+    kw = {k: backend.floats(v) if k == "head_mask" else backend.asarray(v) for k, v in extra.items() if k != "dropout_p"}
+    if "dropout_p" in extra:
+        kw.update(dropout_p=extra["dropout_p"], rng=rng)
+    query, key = backend.floats(np.zeros((0, T, d))), backend.floats(np.zeros((0, S, d)))
+    out, w, cache = F.multi_head_attention_forward(query, key, key, params, h, attn_mask=backend.asarray(np.eye(T, S) < 0), **kw)
+    dq, dk, dv, grads, dhead_mask = F.multi_head_attention_backward(backend.floats(np.zeros((0, T, d))), cache)
+    assert (tuple(out.shape), tuple(w.shape), tuple(dq.shape), tuple(dk.shape)) == ((0, T, d), (0, h, T, S), (0, T, d), (0, S, d))
+    assert all(backend.is_here(a) for a in (out, w, dq, dk, dv, *grads.values()))
+    assert sorted(grads) == sorted(params) and all(np.all(np_(g) == 0) for g in grads.values())
+    assert dhead_mask is None if "head_mask" not in extra else tuple(dhead_mask.shape) == (0, h)
