@@ -110,27 +110,30 @@ class _Optimizer:
     def lr(self, value):
         self._lr = _scalar("lr", value)
 
-    def _owners(self):
-        """name -> the first name (in ``params`` order) holding the same array: tied weights are one parameter."""
-        first = {id(p): n for n, p in reversed(self.params.items())}
-        return {n: first[id(p)] for n, p in self.params.items()}
+    def _firsts(self):
+        """``id(array)`` -> the first name (in ``params`` order) holding it: tied weights are one parameter."""
+        first = {}
+        for n, p in self.params.items():
+            first.setdefault(id(p), n)
+        return first
 
     def _checked(self, grads):
         """The gradients to apply, one per distinct array (tied names summed), clipped, and their norm.
 
         Raises on a name, shape, library, device or dtype that does not fit.
         """
-        owners, merged = self._owners(), {}
+        first, merged = self._firsts(), {}
         for n, g in grads.items():
             if n not in self.params:
                 raise KeyError(f"gradient for unknown parameter {n!r} (this optimiser holds {sorted(self.params)[:8]})")
             p = self.params[n]
             if tuple(getattr(g, "shape", ())) != tuple(p.shape) or not hasattr(g, "shape"):
                 raise ValueError(f"gradient {n!r} has shape {getattr(g, 'shape', None)}, its parameter has {tuple(p.shape)}")
-            array_namespace(p, g)  # one library, one device (TypeError / ValueError naming both)
+            if type(p) is not np.ndarray or type(g) is not np.ndarray:
+                array_namespace(p, g)  # one library, one device (TypeError / ValueError naming both)
             if g.dtype != p.dtype:
                 raise TypeError(f"gradient {n!r} has dtype {g.dtype}, its parameter has {p.dtype}")
-            o = owners[n]
+            o = first[id(p)]
             merged[o] = merged[o] + g if o in merged else g
         return clip_grad_norm(merged, self.clip)
 
@@ -203,7 +206,7 @@ class Adam(_Optimizer):
         self.weight_decay = _scalar("weight_decay", weight_decay)
         self.clip = None if clip is None else _scalar("clip", clip, strict=True)
         self.t, self.steps = 0, {}
-        firsts = set(self._owners().values())
+        firsts = set(self._firsts().values())
         self.m = {n: array_namespace(p).zeros_like(p) for n, p in params.items() if n in firsts}
         self.v = {n: array_namespace(p).zeros_like(p) for n, p in params.items() if n in firsts}
 
