@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -42,7 +43,9 @@ def autograder(tmp_path_factory):
 
 
 def run_autograder(source: Path, root: Path, upload: dict[str, bytes], by_env: bool) -> dict:
-    """Put ``upload`` in root/submission and run source/run_autograder as Gradescope would (root moved)."""
+    """Lay out ``root`` as Gradescope's /autograder (source/, submission/ with ``upload``) and run run_autograder."""
+    shutil.copytree(source, root / "source")
+    source = root / "source"
     (root / "submission").mkdir(parents=True)
     for name, data in upload.items():
         (root / "submission" / name).write_bytes(data)
