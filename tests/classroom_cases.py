@@ -102,7 +102,7 @@ def make_class(folder: Path, n: int = 0) -> dict[str, tuple[int, str | None]]:
     want["stubs"] = (0, None)
     write_folder(folder / "partly", partly())
     want["partly"] = (sum(FULL[ex.name] for ex in EXERCISES if ex.marker in PARTLY), None)
-    for case in WRONG:
+    for case in WRONG if n else WRONG[::4]:  # the test's class: three kinds (tests/test_grade.py grades them all)
         write_folder(folder / f"wrong_{case.name}", apply(SOLUTIONS, case.edits))
         want[f"wrong_{case.name}"] = (TOTAL - lost_points(case), None)
     write_folder(folder / "timeout", {**SOLUTIONS, "ex01_split_heads.py": ENDLESS})
