@@ -151,7 +151,7 @@ def test_a_second_run_grades_only_what_changed(graded):
 @pytest.mark.grader
 def test_one_grade_does_not_depend_on_jobs_or_the_class_and_can_be_repeated(graded, tmp_path):
     tmp, _, done = graded
-    for sid in ("partly", "wrong_online_nan_on_masked_row"):
+    for sid in ("partly", "wrong_online_lse_is_max"):
         write_folder(tmp_path / "alone" / sid, {p.name: p.read_text() for p in (tmp / "submissions" / sid).glob("ex*.py")})
     alone = grade_class(tmp_path / "alone", tmp_path / "out", jobs=1, seed=7, timeout=4.0, progress=False)
     for sid, res in alone["students"].items():
