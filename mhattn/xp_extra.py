@@ -4,7 +4,8 @@ library where the library has its own, and a correct generic one for any other n
 - :func:`scatter_add`: the embedding backward's unbuffered ``dW[ids] += rows`` (``np.add.at``);
 - :func:`pick_last`: ``z[i, y[i]]`` per row (integer-array indexing), the loss's picked logits;
 - :func:`one_hot`: the loss gradient's ``- 1`` at the targets (integer-array assignment);
-- :func:`uniform`: random numbers in [0, 1) on the inputs' device, from a seeded ``numpy.random.Generator``.
+- :func:`uniform`: random numbers in [0, 1) on the inputs' device, from a seeded ``numpy.random.Generator``;
+- :func:`reshape`, :func:`sum_axis`: the standard's functions, NumPy's methods on NumPy (no wrapper cost).
 """
 
 from __future__ import annotations
@@ -56,3 +57,18 @@ def uniform(xp, rng, shape, like):
     if is_numpy(xp):
         return host
     return xp.asarray(host, device=device_of(like))
+
+
+# NumPy's function forms (np.reshape, np.sum) dispatch to the methods through a Python wrapper: about 0.5 µs
+# (reshape) and 1 µs (sum) a call, a tenth of a step at exercise size (B 2, T 16, d_model 64) over its
+# two dozen calls. Plain NumPy arrays therefore call the methods; every other library the standard's functions.
+
+
+def reshape(xp, a, shape):
+    """``xp.reshape(a, shape)`` (the method on NumPy: the same view or copy, without the wrapper)."""
+    return a.reshape(shape) if is_numpy(xp) else xp.reshape(a, shape)
+
+
+def sum_axis(xp, a, axis, keepdims=False):
+    """``xp.sum(a, axis=axis, keepdims=keepdims)`` (the method on NumPy: the same sum, without the wrapper)."""
+    return a.sum(axis=axis, keepdims=keepdims) if is_numpy(xp) else xp.sum(a, axis=axis, keepdims=keepdims)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from mhattn.backend import array_namespace, is_numpy
-from mhattn.functional.linear import reshape
+from mhattn.xp_extra import reshape
 
 
 class HeadsCache(NamedTuple):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from mhattn.backend import array_namespace, broadcasts_to, is_numpy, read_only
-from mhattn.functional.linear import sum_axis
+from mhattn.xp_extra import sum_axis
 
 
 class SoftmaxCache(NamedTuple):
