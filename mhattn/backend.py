@@ -47,7 +47,9 @@ def _import_backend(name: str) -> ModuleType:
             return array_api_strict
         module = importlib.import_module(f"array_api_compat.{name}")
     except ImportError as err:
-        raise ImportError(f"the {name!r} backend needs {name} and array-api-compat; install them with: pip install {extra}") from err
+        raise ImportError(
+            f"the {name!r} backend needs {name} and array-api-compat; install them with: pip install {extra}"
+        ) from err
     if name == "cupy" and not __import__("cupy").is_available():
         raise RuntimeError(
             "CuPy is installed but found no usable CUDA device (cupy.is_available() is False); "
