@@ -92,7 +92,8 @@ class Leg:
 
     @staticmethod
     def to_numpy(x):
-        return mhattn.to_numpy(x)
+        """``x`` on the host, always a copy (``mhattn.to_numpy`` hands a NumPy array back as it is)."""
+        return np.array(mhattn.to_numpy(x), copy=True)
 
     def is_here(self, x) -> bool:
         """Whether ``x`` is an array of this leg's namespace on its device (NumPy: a plain ndarray)."""

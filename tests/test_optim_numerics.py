@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import mhattn
 from mhattn.course import sweep
 from mhattn.functional.losses import cross_entropy_backward, cross_entropy_forward
 from mhattn.heads import gates
@@ -13,10 +14,11 @@ from mhattn.optim import SGD, Adam, clip_grad_norm
 
 
 def _mha_with_grads():
+    """On the current backend (the test's leg): parameters, input and gradients are its arrays."""
     mha = MultiHeadAttention(8, 2, seed=0)  # float32
-    x = np.random.default_rng(0).standard_normal((2, 3, 8)).astype(np.float32)
+    x = mhattn.asarray(np.random.default_rng(0).standard_normal((2, 3, 8)).astype(np.float32))
     out, _ = mha.forward(x)
-    mha.backward(np.ones_like(out))
+    mha.backward(mhattn.asarray(np.ones((2, 3, 8), np.float32)))
     return mha, x, {n: g for n, g in mha.grads.items() if n in mha.params}
 
 
@@ -24,41 +26,44 @@ def _mha_with_grads():
     "make", [lambda p: Adam(p, lr=np.float64(5e-4)), lambda p: SGD(p, lr=np.float64(0.05), momentum=np.float64(0.9)),
              lambda p: Adam(p, lr=1e-3, clip=np.float64(0.5)), lambda p: SGD(p, lr=0.1, clip=np.float64(0.5))],
 )  # fmt: skip
-def test_optimisers_keep_float32_whatever_the_scalar_types(make):
+def test_optimisers_keep_float32_whatever_the_scalar_types(backend, make):
     mha, x, grads = _mha_with_grads()
     opt = make(mha.params)
     opt.step(grads)
     opt.step(grads)
-    assert {p.dtype for p in mha.params.values()} == {np.dtype(np.float32)}
+    assert all(p.dtype == backend.xp.float32 for p in mha.params.values())
+    assert all(backend.is_here(p) for p in mha.params.values())
     mha.forward(x)  # the next forward still accepts the parameters
 
 
-def test_clip_grad_norm_keeps_dtype_and_does_not_overflow():
-    g, norm = clip_grad_norm({"W": np.full((10, 10), 1e20, np.float32)}, 1.0)
+def test_clip_grad_norm_keeps_dtype_and_does_not_overflow(backend):
+    g, norm = clip_grad_norm({"W": backend.asarray(np.full((10, 10), 1e20, np.float32))}, 1.0)
     assert norm == pytest.approx(1e21, rel=1e-6)
-    assert g["W"].dtype == np.float32 and np.allclose(g["W"], 0.1, rtol=1e-6)
-    g, norm = clip_grad_norm({"W": np.full((4,), 1e-30, np.float32)}, np.float64(1.0))
-    assert norm == pytest.approx(2e-30, rel=1e-6) and g["W"].dtype == np.float32  # squares underflow float32
-    g, norm = clip_grad_norm({"a": np.array([3.0]), "b": np.array([4.0])}, np.float64(1.0))
+    assert g["W"].dtype == backend.xp.float32 and np.allclose(backend.to_numpy(g["W"]), 0.1, rtol=1e-6)
+    g, norm = clip_grad_norm({"W": backend.asarray(np.full((4,), 1e-30, np.float32))}, np.float64(1.0))
+    assert norm == pytest.approx(2e-30, rel=1e-6) and g["W"].dtype == backend.xp.float32  # squares underflow float32
+    g, norm = clip_grad_norm({"a": backend.asarray([3.0]), "b": backend.asarray([4.0])}, np.float64(1.0))
+    g = {n: backend.to_numpy(v) for n, v in g.items()}
     assert norm == pytest.approx(5.0) and g["a"][0] == pytest.approx(0.6) and g["b"][0] == pytest.approx(0.8)
 
 
-def test_sgd_on_a_subset_trains_the_modules_own_array():
+def test_sgd_on_a_subset_trains_the_modules_own_array(backend):
     mha, _, _ = _mha_with_grads()
-    before = {n: p.copy() for n, p in mha.params.items()}
+    before = {n: backend.to_numpy(p) for n, p in mha.params.items()}
     opt = SGD({"W_o": mha.params["W_o"]}, lr=0.05)
     opt.step({"W_o": mha.grads["W_o"]})
-    np.testing.assert_allclose(mha.params["W_o"], before["W_o"] - 0.05 * mha.grads["W_o"], rtol=1e-6)
-    assert all(np.array_equal(mha.params[n], before[n]) for n in before if n != "W_o")
+    after = {n: backend.to_numpy(p) for n, p in mha.params.items()}
+    np.testing.assert_allclose(after["W_o"], before["W_o"] - 0.05 * backend.to_numpy(mha.grads["W_o"]), rtol=1e-6)
+    assert all(np.array_equal(after[n], before[n]) for n in before if n != "W_o")
 
 
-def test_adam_skips_parameters_without_a_gradient_and_counts_steps_per_parameter():
-    p = {"a": np.array([1.0]), "b": np.array([1.0])}
+def test_adam_skips_parameters_without_a_gradient_and_counts_steps_per_parameter(backend):
+    p = {"a": backend.asarray([1.0]), "b": backend.asarray([1.0])}
     opt = Adam(p, lr=0.1)
-    opt.step({"a": np.array([2.0])})
-    opt.step({"a": np.array([2.0]), "b": np.array([-3.0])})
+    opt.step({"a": backend.asarray([2.0])})
+    opt.step({"a": backend.asarray([2.0]), "b": backend.asarray([-3.0])})
     # b's first update is a first Adam step (bias-corrected m / sqrt(v) = sign(g)), not a second one
-    assert p["a"][0] == pytest.approx(0.8) and p["b"][0] == pytest.approx(1.1)
+    assert backend.to_numpy(p["a"])[0] == pytest.approx(0.8) and backend.to_numpy(p["b"])[0] == pytest.approx(1.1)
     assert opt.steps == {"a": 2, "b": 1} and opt.t == 2
 
 
@@ -75,7 +80,7 @@ def test_a_gradient_that_does_not_fit_is_an_error_naming_it(cls):
         cls({"W_o": np.zeros((2, 2), np.float32)}, lr=-1.0)
 
 
-def test_training_loop_updates_the_models_own_arrays():
+def test_training_loop_updates_the_models_own_arrays(backend):
     from mhattn.nn.transformer import ModelConfig, TransformerModel
     from mhattn.training.loop import train
     from mhattn.training.tasks import RolesTask
@@ -83,9 +88,10 @@ def test_training_loop_updates_the_models_own_arrays():
     task = RolesTask(vocab_size=8, seq_len=6)
     model = TransformerModel(ModelConfig(vocab_size=8, output_sizes=task.output_sizes, d_model=16, num_heads=4, d_ff=32))
     W = model.params["blocks.0.attn.W_o"]
-    before = W.copy()
+    before = backend.to_numpy(W)
     tuned, _ = train(task, None, model=model, steps=3, batch_size=4, progress=False)
-    assert tuned.params["blocks.0.attn.W_o"] is W and not np.array_equal(W, before)
+    assert tuned.params["blocks.0.attn.W_o"] is W and not np.array_equal(backend.to_numpy(W), before)
+    assert backend.is_here(W)
 
 
 @pytest.mark.parametrize("bad", [np.nan, -np.inf, np.inf])

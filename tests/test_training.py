@@ -51,25 +51,27 @@ def test_both_tasks_follow_the_task_protocol():
         assert ids.shape == (2, task.seq_len) and len(targets) == len(task.output_sizes) == len(task.output_names)
 
 
-def test_adam_first_step_moves_each_weight_by_lr_against_the_gradient_sign():
-    p = {"w": np.array([[1.0, -2.0]]), "b": np.array([0.5])}
+def test_adam_first_step_moves_each_weight_by_lr_against_the_gradient_sign(backend):
+    p = {"w": backend.asarray([[1.0, -2.0]]), "b": backend.asarray([0.5])}
     opt = Adam(p, lr=0.1, weight_decay=0.5)
-    opt.step({"w": np.array([[3.0, -0.01]]), "b": np.array([-2.0])})
+    opt.step({"w": backend.asarray([[3.0, -0.01]]), "b": backend.asarray([-2.0])})
     # bias-corrected m/sqrt(v) = sign(g); decoupled decay only on the 2-D weight
-    assert np.allclose(p["w"], [[1.0 - 0.1 * (1 + 0.5 * 1.0), -2.0 - 0.1 * (-1 + 0.5 * -2.0)]], atol=1e-6)
-    assert np.allclose(p["b"], [0.6], atol=1e-6)
+    w, b = backend.to_numpy(p["w"]), backend.to_numpy(p["b"])
+    assert np.allclose(w, [[1.0 - 0.1 * (1 + 0.5 * 1.0), -2.0 - 0.1 * (-1 + 0.5 * -2.0)]], atol=1e-6)
+    assert np.allclose(b, [0.6], atol=1e-6)
 
 
-def test_sgd_momentum_and_l2_decay():
-    p = {"w": np.array([1.0])}
+def test_sgd_momentum_and_l2_decay(backend):
+    p = {"w": backend.asarray([1.0])}
     opt = SGD(p, lr=0.1, momentum=0.9, weight_decay=0.1)
-    opt.step({"w": np.array([1.0])})  # v = 1.1 -> w = 0.89
-    opt.step({"w": np.array([1.0])})  # v = 0.9*1.1 + 1 + 0.089 = 2.079 -> w = 0.6821
-    assert p["w"][0] == pytest.approx(0.6821)
+    opt.step({"w": backend.asarray([1.0])})  # v = 1.1 -> w = 0.89
+    opt.step({"w": backend.asarray([1.0])})  # v = 0.9*1.1 + 1 + 0.089 = 2.079 -> w = 0.6821
+    assert backend.to_numpy(p["w"])[0] == pytest.approx(0.6821)
 
 
-def test_clip_grad_norm_rescales_to_max_norm():
-    g, norm = clip_grad_norm({"a": np.array([3.0]), "b": np.array([4.0])}, 1.0)
+def test_clip_grad_norm_rescales_to_max_norm(backend):
+    g, norm = clip_grad_norm({"a": backend.asarray([3.0]), "b": backend.asarray([4.0])}, 1.0)
+    g = {n: backend.to_numpy(v) for n, v in g.items()}
     assert norm == pytest.approx(5.0) and g["a"][0] == pytest.approx(0.6) and g["b"][0] == pytest.approx(0.8)
 
 
@@ -85,23 +87,25 @@ def _small():
     return task, cfg
 
 
-def test_training_is_seeded_and_lowers_the_loss():
+def test_training_is_seeded_and_lowers_the_loss(backend):
     task, cfg = _small()
     m1, info = train(task, cfg, steps=80, batch_size=32, lr=1e-2, seed=3, progress=False, log_every=79)
     m2, _ = train(task, cfg, steps=80, batch_size=32, lr=1e-2, seed=3, progress=False)
-    assert all(np.array_equal(m1.params[n], m2.params[n]) for n in m1.params)
+    assert all(backend.is_here(p) for p in m1.params.values())
+    assert all(np.array_equal(backend.to_numpy(m1.params[n]), backend.to_numpy(m2.params[n])) for n in m1.params)
     first, last = info["history"][0][1], info["history"][-1][1]
     assert last < 0.7 * first
 
 
-def test_checkpoint_round_trip(tmp_path):
+def test_checkpoint_round_trip(backend, tmp_path):
     task, cfg = _small()
     model = TransformerModel(cfg, seed=1)
     path = save_checkpoint(tmp_path / "m.npz", model, task.to_meta(), {"steps": 0})
-    loaded, meta = load_checkpoint(path)
+    loaded, meta = load_checkpoint(path)  # onto the current backend and device
     assert meta["task"] == task.to_meta() and loaded.cfg == cfg
-    ids = task.sample(4, np.random.default_rng(0))[0]
-    assert np.array_equal(loaded.forward(ids)[0][2], model.forward(ids)[0][2])
+    assert all(backend.is_here(p) for p in loaded.params.values())
+    ids = backend.asarray(task.sample(4, np.random.default_rng(0))[0])
+    assert np.array_equal(backend.to_numpy(loaded.forward(ids)[0][2]), backend.to_numpy(model.forward(ids)[0][2]))
 
 
 @pytest.fixture
