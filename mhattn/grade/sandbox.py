@@ -19,6 +19,7 @@ import shutil
 import site
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy
@@ -32,6 +33,7 @@ MISSING = (
     "and signal or read the grader itself"
 )
 WORKER_DIR = "/run/mhattn-grade"
+_LOCK = threading.Lock()
 TMP_BYTES = 64 << 20
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 REPO_HIDDEN = ("solutions", "tests", "exercises_src", ".git", "exercises", "notebooks")
@@ -133,7 +135,7 @@ def command(stub_files: dict[str, Path], empty: Path, worker: Path, submission: 
 
 # isolated (no PYTHON* variables, no user site, no script folder on the path) and without site: no .pth file
 # or sitecustomize runs in the worker, whatever a submission wrote there (:mod:`mhattn.grade.worker`)
-PYTHON = (sys.executable, "-I", "-S")
+PYTHON = (sys.executable, "-I", "-S", "-B")  # -B: -I drops PYTHONDONTWRITEBYTECODE
 
 
 def _worker_path() -> list[str]:
@@ -151,12 +153,20 @@ def _searched_site_dirs() -> list[Path]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _worker_source() -> str:
+    """The worker's text, read once per grader process (not again after a submission could have changed it)."""
+    return Path(__file__).with_name("worker.py").read_text(encoding="utf-8")
+
+
 def plain_command(tmp: Path):
     """``make_cmd(argv)`` without a sandbox: the worker's source passed as ``-c`` (no file a submission could rewrite
     for the next worker), imports from a folder of links to mhattn and the allowed packages only (``tmp/imports``)."""
-    source = Path(__file__).with_name("worker.py").read_text(encoding="utf-8")
+    source = _worker_source()
     folder = tmp / "imports"
-    if not folder.exists():
+    with _LOCK:  # the exercises of one grade start from threads
+        if folder.exists():
+            return lambda argv: [*PYTHON, "-c", source, *argv, json.dumps([str(folder)])]
         folder.mkdir()
         for entry in [package_dir(), *(e for d in _searched_site_dirs() for e in imports.allowed_entries(d))]:
             if not (folder / entry.name).exists():

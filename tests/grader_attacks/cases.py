@@ -299,6 +299,47 @@ def removal_curve(loss_fn, num_heads):
     Case("fill_sandbox_root_and_dev", "ex05_combine_heads", (ex05_first(_FILL_ROOT),), "Read-only file system", modes=SANDBOX),
 )  # fmt: skip
 
-ALL = WRONG + ATTACKS
+
+# issue 19: each hole as a kind (tests/test_grade_attacks.py adds the ones that need a set-up)
+_MUTATE_AND_PATCH = """
+out = np.ascontiguousarray(x.transpose(0, 2, 1, 3)).reshape(B, T, h * d_k)
+x[...] = 0.0  # the input changed in place ...
+np.array_equal = lambda *a, **k: True  # ... and every comparison in this process told it is not
+np.allclose = np.array_equiv = lambda *a, **k: True
+return out
+"""
+_EXIT_LEAVING_HELPER = f"""
+import os, sys
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, {SLEEPER})
+    os._exit(0)
+os._exit(0)  # just before its reply
+"""
+_FORK_BOMB = """
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+"""
+ATTACKS += (
+    Case("mutate_input_patch_comparison", "ex05_combine_heads", (ex05_instead(_MUTATE_AND_PATCH),),
+         "modified its input x in place"),
+    Case("exit_leaving_session_helper", "ex05_combine_heads", (ex05_first(_EXIT_LEAVING_HELPER),), "exit code 0"),
+    Case("stdlib_sysconfig", "ex05_combine_heads", (at_import(EX05, "import sysconfig\nsysconfig.get_paths()"),), full=True),
+)  # fmt: skip
+OPEN = (  # issue 19: a reference by another route, not closed yet (test_grade_attacks: a strict xfail)
+    Case("tiled_backward_for_ex04", "ex04_attention_backward", (Edit("ex04_attention_backward.py",
+         "    # step 4 was: out = weights @ v\n", """    import importlib
+    T = importlib.import_module("mhattn.functional.attention_" + "tiled")
+    _, _, cache = T.tiled_attention_forward(q, k, v, weights == 0)
+    return T.tiled_attention_backward(dout, cache)
+"""),), "is hidden while ex04_attention_backward is graded"),
+)  # fmt: skip
+BOMB = Case("fork_bomb", "ex05_combine_heads", (ex05_first(_FORK_BOMB),), "")
+ALL = WRONG + ATTACKS + OPEN
 assert len({c.name for c in ALL}) == len(ALL)
 assert all(set(c.modes) <= set(BOTH) for c in ALL) and MARKER
