@@ -33,40 +33,26 @@ float (added), broadcastable to ``(B, h, T, S)``; ``causal=True`` masks key s > 
 (torch's top-left ``is_causal``) and skips the tiles that lie wholly above the diagonal.
 A query with no allowed key gets output 0, ``L = -inf`` and zero gradients.
 No dropout here: it needs the ``(T, S)`` keep-mask, so it stays on the plain path.
-Any array-API library runs it (the namespace comes from the inputs; new arrays go on their device).
-On NumPy the (batch, head) pairs run on threads (NumPy and BLAS release the GIL),
-with BLAS held to one thread each, and tiles are written into reused buffers (``out=``,
-``copyto(where=)``: one named helper each, with the standard's version beside it); on any
-other library (CuPy, torch, ...) all pairs go at once, one query block at a time.
+Any array-API library runs it. On NumPy the (batch, head) pairs run on threads, tiles reuse buffers
+(:mod:`~mhattn.functional.tile_threads`); elsewhere all pairs go at once, one query block at a time.
 The running max is only a guard against overflow (any shift gives the same softmax): a query
-block whose scores are all small (Cauchy-Schwarz bound, ``_shift_free``) skips it, which saves
+block whose scores are all small (Cauchy-Schwarz bound, :func:`~mhattn.functional.tile_threads.shift_free`) skips it, which saves
 two of the forward's passes over each tile.
 
-Float32 and float64 only (float16's range is too short for the shift-free bound; an integer or bool
-``q`` is refused). A finite mask value as large as ``-1e9`` or ``finfo.min`` that hides a whole row
-makes that row's ``L`` as large: the backward then recomputes ``P = exp((S + mask - m) - log l)``
-with the row maximum ``m`` and ``log l`` kept apart, as the forward made them, since ``S - L`` would
-cancel to nothing. An empty batch (B = 0) gives empty outputs and gradients.
+Float32 and float64 only. A finite mask value as large as ``-1e9`` or ``finfo.min`` hiding a whole row
+makes its ``L`` as large: with a float mask the backward recomputes ``P = exp((S + mask - m) - log l)``,
+``m`` and ``log l`` kept apart as the forward made them (``S - L + mask`` would cancel to nothing).
 """
 
 from __future__ import annotations
 
 import math
-import os
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace, broadcasts_to, device_of, is_numpy
+from mhattn.backend import array_namespace, broadcasts_to, device_of
+from mhattn.functional import tile_threads as tiles
 from mhattn.functional.checks import check_float_array
-from mhattn.functional.masks import cast_mask, check_mask_kind, dead_keys
-from mhattn.functional.tile_threads import (
-    contiguous,
-    exp_in_place,
-    fill_where,
-    matmul_into,
-    run_items,
-    work_items,
-    workspace,
-)
+from mhattn.functional.masks import add_mask, cast_mask, check_mask_kind, dead_keys
 
 
 class TiledAttentionCache(NamedTuple):
@@ -78,22 +64,12 @@ class TiledAttentionCache(NamedTuple):
     row_max: object  # (B, h, T) the forward's shift m (0: no allowed key, or no shift taken)
     log_l: object  # (B, h, T) log of the row sum l under that shift (0: no allowed key); lse = m + log_l
     mask: object  # broadcast view (B, h, T, S), or None
+    extreme: bool  # the float mask holds values beyond half the dtype's range: added without overflow (add_mask)
     causal: bool
     scale: float  # 1 / sqrt(d_k)
     block_q: int
     block_k: int
     workers: int
-
-
-def _blocks(xp, q, S, block_q, block_k, workers):
-    """Default tile sizes and thread count for this namespace and shape."""
-    N = q.shape[0] * q.shape[1]
-    if is_numpy(xp):
-        workers = max(1, min(os.cpu_count() or 1, N)) if workers is None else workers
-        return 256 if block_q is None else block_q, min(S, 1024) if block_k is None else block_k, workers
-    block_k = S if block_k is None else block_k
-    # one GPU launch per op covers every (batch, head): keep a tile near 2**26 elements
-    return max(64, min(q.shape[2], 2**26 // max(1, N * S))) if block_q is None else block_q, block_k, 1
 
 
 def _check(q, k, v, mask):
@@ -117,22 +93,23 @@ def _check(q, k, v, mask):
     return xp, scores_shape
 
 
-def _scores(xp, qs, kT, mask, causal, q0, q1, k0, k1, out):
-    """One tile of scaled, masked scores ``(..., bq, bk)`` from ``kT`` ``(..., d, S)``, into ``out``'s corner."""
-    s = matmul_into(xp, qs, kT[..., :, k0:k1], out, q1 - q0, k1 - k0)  # (..., bq, bk); K^T contiguous: ~12% faster
+def _scores(xp, qs, kT, mask, causal, q0, q1, k0, k1, out, extreme=False):
+    """One tile of scaled, masked scores ``(..., bq, bk)`` from ``kT`` ``(..., d, S)``, into ``out``'s corner.
+
+    ``extreme``: the float mask is added as the plain path adds it (:func:`~mhattn.functional.masks.add_mask`:
+    a sum beyond the finite range is ``-inf``), which costs a few passes; else in place.
+    """
+    s = tiles.matmul_into(xp, qs, kT[..., :, k0:k1], out, q1 - q0, k1 - k0)  # (..., bq, bk); K^T contiguous: ~12% faster
     if mask is not None and mask.dtype == xp.bool:
-        s = fill_where(xp, s, mask[..., q0:q1, k0:k1])
+        s = tiles.fill_where(xp, s, mask[..., q0:q1, k0:k1])
+    elif mask is not None and extreme:
+        s = add_mask(s, mask[..., q0:q1, k0:k1])
     elif mask is not None:
         s += mask[..., q0:q1, k0:k1]
     if causal and k1 - 1 > q0:  # the tile crosses the diagonal: key s > query t is masked
         device = device_of(s)
-        s = fill_where(xp, s, xp.arange(k0, k1, device=device)[None, :] > xp.arange(q0, q1, device=device)[:, None])
+        s = tiles.fill_where(xp, s, xp.arange(k0, k1, device=device)[None, :] > xp.arange(q0, q1, device=device)[:, None])
     return s
-
-
-def _at(idx, rows=slice(None)):
-    """The index of ``rows`` of work item ``idx`` in a ``(B, h, L, ...)`` array (the standard wants the ``...``)."""
-    return (*idx, rows, ...)
 
 
 def _key_end(causal, q1, S):
@@ -140,44 +117,22 @@ def _key_end(causal, q1, S):
     return min(S, q1) if causal else S
 
 
-# |score| below this needs no shift before exp (float32 max ~3.4e38, float64 ~1.8e308): see _forward_block
-NO_SHIFT_BOUND = {"float32": 30.0, "float64": 300.0}
-
-
-def _key_norm(xp, k):
-    """``max |k_s|`` over the keys of one work item, for :func:`_shift_free`; ``None`` off NumPy."""
-    return float(xp.sqrt(xp.max(xp.sum(k * k, axis=-1)))) if is_numpy(xp) else None
-
-
-def _shift_free(xp, qs, k_norm, mask):
-    """Whether every score of the block lies within ``NO_SHIFT_BOUND``: ``|q . k| <= |q| max|k|`` (Cauchy-Schwarz).
-
-    Then exp(S) cannot overflow nor underflow a row's largest term, so the shift by the running max
-    (whose only job is that) can be 0: softmax is the same for any shift. A float mask may add any
-    number, so it always takes the shift. Only on NumPy (a float() here would wait for the GPU).
-    """
-    if k_norm is None or (mask is not None and mask.dtype != xp.bool):
-        return False
-    bound = NO_SHIFT_BOUND["float32" if qs.dtype == xp.float32 else "float64"]
-    return float(xp.sqrt(xp.max(xp.sum(qs * qs, axis=-1)))) * k_norm <= bound
-
-
 def _exp_tile(xp, s, m, shift):
     """``P = exp(S - m_new)`` in place, the new running max and ``alpha = exp(m_old - m_new)`` (line 9)."""
-    if not shift:  # every score is small (see _shift_free): m stays 0, alpha 1
-        return exp_in_place(xp, s), m, 1
+    if not shift:  # every score is small (see shift_free): m stays 0, alpha 1
+        return tiles.exp_in_place(xp, s), m, 1
     # a row with nothing allowed yet uses 0 (exp(-inf - 0) = 0)
     m_new = xp.maximum(m, xp.max(s, axis=-1, keepdims=True))  # (..., bq, 1)
     m_safe = xp.where(m_new == -xp.inf, 0.0, m_new)
     s -= m_safe
-    return exp_in_place(xp, s), m_new, xp.exp(m - m_safe)  # alpha: 0 on the first tile
+    return tiles.exp_in_place(xp, s), m_new, xp.exp(m - m_safe)  # alpha: 0 on the first tile
 
 
-def _forward_block(xp, q, kT, v, mask, causal, scale, q0, q1, block_k, ws, k_norm):
+def _forward_block(xp, q, kT, v, mask, extreme, causal, scale, q0, q1, block_k, ws, k_norm):
     """Online softmax of one query block over its key tiles: ``(out, lse, m, log l)`` of the block."""
     device = device_of(q)
     qs = q[..., q0:q1, :] * scale  # (..., bq, d_k), 1/sqrt(d_k) folded in once
-    shift = not _shift_free(xp, qs, k_norm, mask)
+    shift = not tiles.shift_free(xp, qs, k_norm, mask)
     m = xp.full((*qs.shape[:-1], 1), -xp.inf if shift else 0.0, dtype=q.dtype, device=device)  # running max (..., bq, 1)
     l_sum = xp.zeros_like(m)  # running sum l
     acc = xp.zeros((*qs.shape[:-1], v.shape[-1]), dtype=q.dtype, device=device)  # running output (..., bq, d_v)
@@ -185,7 +140,7 @@ def _forward_block(xp, q, kT, v, mask, causal, scale, q0, q1, block_k, ws, k_nor
     key_end = _key_end(causal, q1, v.shape[-2])
     for k0 in range(0, key_end, block_k):
         k1 = min(k0 + block_k, key_end)
-        s = _scores(xp, qs, kT, mask, causal, q0, q1, k0, k1, ws.s)  # (..., bq, bk)
+        s = _scores(xp, qs, kT, mask, causal, q0, q1, k0, k1, ws.s, extreme=extreme)  # (..., bq, bk)
         # 1-2. new running max and this tile's exponentials, in place (Alg. 1, line 9)
         p, m, alpha = _exp_tile(xp, s, m, shift)
         # 3. rescale what was summed under the old max, then add this tile (Alg. 1: l line 9, O line 10)
@@ -214,9 +169,9 @@ def _backward_block(xp, c, dout, D, lse_b, grads, idx, q0, q1, ws):
     ``Q_i K_j^T - L_i + mask`` would cancel to nothing.
     """
     (dq, dk, dv), (k_oneT, v_oneT) = grads, ws.extra
-    rows = _at(idx, slice(q0, q1))  # this block's rows of a (B, h, T, ...) array
-    k = c.k[_at(idx)]  # (..., S, d_k)
-    mask = None if c.mask is None else c.mask[_at(idx)]
+    rows = tiles.at(idx, slice(q0, q1))  # this block's rows of a (B, h, T, ...) array
+    k = c.k[tiles.at(idx)]  # (..., S, d_k)
+    mask = None if c.mask is None else c.mask[tiles.at(idx)]
     float_mask = mask is not None and mask.dtype != xp.bool
     qs = c.q[rows] * c.scale  # (..., bq, d_k)
     do = dout[rows]  # (..., bq, d_v)
@@ -226,21 +181,21 @@ def _backward_block(xp, c, dout, D, lse_b, grads, idx, q0, q1, ws):
     dq_acc = 0  # (..., bq, d_k) after the first tile
     for k0 in range(0, _key_end(c.causal, q1, k.shape[-2]), c.block_k):
         k1 = min(k0 + c.block_k, _key_end(c.causal, q1, k.shape[-2]))
-        keys = _at(idx, slice(k0, k1))  # this tile's rows of a (B, h, S, ...) array
+        keys = tiles.at(idx, slice(k0, k1))  # this tile's rows of a (B, h, S, ...) array
         # lines 10-11: recompute the tile's weights from the saved log-sum-exp: P = exp(S - L)
-        s = _scores(xp, qs_l, kT, mask, c.causal, q0, q1, k0, k1, ws.s)  # (..., bq, bk)
+        s = _scores(xp, qs_l, kT, mask, c.causal, q0, q1, k0, k1, ws.s, extreme=c.extreme)  # (..., bq, bk)
         if float_mask:  # (S + mask - m) - log l, as the forward made it
             s -= c.row_max[rows][..., None]
             s -= c.log_l[rows][..., None]
-        p = exp_in_place(xp, s)
+        p = tiles.exp_in_place(xp, s)
         # line 12: dV_j += P^T dO_i
-        dv[keys] += matmul_into(xp, p.mT, do, ws.kv, k1 - k0, do.shape[-1])  # (..., bk, d_v)
+        dv[keys] += tiles.matmul_into(xp, p.mT, do, ws.kv, k1 - k0, do.shape[-1])  # (..., bk, d_v)
         # lines 13-14: dS = P * (dO V^T - D)
-        ds = matmul_into(xp, do_d, v_oneT[..., :, k0:k1], ws.ds, q1 - q0, k1 - k0)  # (..., bq, bk)
+        ds = tiles.matmul_into(xp, do_d, v_oneT[..., :, k0:k1], ws.ds, q1 - q0, k1 - k0)  # (..., bq, bk)
         ds *= p
         # lines 15-16: dQ_i += dS K_j; dK_j += dS^T (Q_i / sqrt(d_k))
         dq_acc = dq_acc + ds @ k[..., k0:k1, :]  # (..., bq, d_k)
-        dk[keys] += matmul_into(xp, ds.mT, qs, ws.kv, k1 - k0, qs.shape[-1])  # (..., bk, d_k)
+        dk[keys] += tiles.matmul_into(xp, ds.mT, qs, ws.kv, k1 - k0, qs.shape[-1])  # (..., bk, d_k)
     dq[rows] = dq_acc * c.scale
 
 
@@ -271,35 +226,38 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
     Source: Dao 2023 (FlashAttention-2), Algorithm 1; Vaswani et al. 2017, eq. (1).
     """
     xp, scores_shape = _check(q, k, v, mask)
-    block_q, block_k, workers = _blocks(xp, q, k.shape[-2], block_q, block_k, workers)
+    extreme = False  # a float mask with values beyond half the range (finfo.min, say): added as the plain path adds
+    block_q, block_k, workers = tiles.plan_blocks(xp, q, k.shape[-2], block_q, block_k, workers)
     if min(block_q, block_k, workers) < 1:
         raise ValueError(f"tiled attention: block_q={block_q}, block_k={block_k}, workers={workers} must be positive")
     if mask is not None:  # a key hidden from every query holds no influence, whatever it holds (NaN, inf)
         mask = mask if mask.dtype in (xp.bool, q.dtype) else cast_mask(mask, q.dtype)  # in-place adds keep q's dtype
+        extreme = mask.dtype != xp.bool and bool(xp.any(xp.abs(xp.where(mask == -xp.inf, 0.0, mask)) > xp.finfo(q.dtype).max / 2))
         dead = dead_keys(mask)[..., None]  # (..., S, 1)
         k, v = xp.where(dead, 0.0, k), xp.where(dead, 0.0, v)  # (B, h, S, d_k), (B, h, S, d_v): fresh arrays
         mask = xp.broadcast_to(mask, scores_shape)  # a view: no memory
     # each head's rows contiguous: GEMMs on strided (B, h, T, d_k) views of (B, T, d_model) run ~30% slower
-    q, k, v = (contiguous(xp, a) for a in (q, k, v))  # (B, h, L, d), O(L d) each
+    q, k, v = (tiles.contiguous(xp, a) for a in (q, k, v))  # (B, h, L, d), O(L d) each
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
     device = device_of(q)
     out = xp.empty((*q.shape[:-1], v.shape[-1]), dtype=q.dtype, device=device)  # (B, h, T, d_v)
     lse, row_max, log_l = (xp.empty(q.shape[:-1], dtype=q.dtype, device=device) for _ in range(3))  # (B, h, T) each
 
     def job(idx):
-        m = None if mask is None else mask[_at(idx)]
-        ws = workspace(xp, q[_at(idx)], block_q, block_k, k.shape[2])
-        kT = contiguous(xp, k[_at(idx)].mT)  # (..., d_k, S)
-        k_norm = _key_norm(xp, k[_at(idx)])
+        item = tiles.at(idx)  # (b, head) on NumPy, everything elsewhere
+        m = None if mask is None else mask[item]
+        ws = tiles.workspace(xp, q[item], block_q, block_k, k.shape[2])
+        kT = tiles.contiguous(xp, k[item].mT)  # (..., d_k, S)
+        k_norm = tiles.key_norm(xp, k[item])
         for q0 in range(0, q.shape[2], block_q):
             q1 = min(q0 + block_q, q.shape[2])
-            rows = _at(idx, slice(q0, q1))
+            rows = tiles.at(idx, slice(q0, q1))
             out[rows], lse[rows], row_max[rows], log_l[rows] = _forward_block(
-                xp, q[_at(idx)], kT, v[_at(idx)], m, causal, scale, q0, q1, block_k, ws, k_norm
+                xp, q[item], kT, v[item], m, extreme, causal, scale, q0, q1, block_k, ws, k_norm
             )
 
-    run_items(xp, workers, job, work_items(xp, q))
-    cache = TiledAttentionCache(q, k, v, out, lse, row_max, log_l, mask, bool(causal), scale, block_q, block_k, workers)
+    tiles.run_items(xp, workers, job, tiles.work_items(xp, q))
+    cache = TiledAttentionCache(q, k, v, out, lse, row_max, log_l, mask, extreme, bool(causal), scale, block_q, block_k, workers)
     return out, lse, cache
 
 
@@ -323,7 +281,7 @@ def tiled_attention_backward(dout, cache: TiledAttentionCache):
         raise ValueError(f"tiled attention: dout has shape {dout.shape}, the output {c.out.shape}")
     device = device_of(c.q)
     # line 4: D_i = rowsum(dO_i * O_i) (= rowsum(dP * P), without P)
-    dout = contiguous(xp, dout)  # (B, h, T, d_v)
+    dout = tiles.contiguous(xp, dout)  # (B, h, T, d_v)
     D = xp.sum(dout * c.out, axis=-1)  # (B, h, T)
     # an empty row has every key masked (-inf after _scores, P = 0) whatever L is: 0 keeps inf out of the GEMMs
     lse_b = xp.where(c.lse == -xp.inf, 0.0, c.lse)  # (B, h, T)
@@ -333,10 +291,11 @@ def tiled_attention_backward(dout, cache: TiledAttentionCache):
     T = c.q.shape[2]
 
     def job(idx):
-        extra = tuple(contiguous(xp, _with_column(xp, a[_at(idx)], one).mT) for a in (c.k, c.v))  # [K | 1]^T, [V | 1]^T
-        ws = workspace(xp, c.q[_at(idx)], c.block_q, c.block_k, c.k.shape[2])._replace(extra=extra)
+        item = tiles.at(idx)
+        extra = tuple(tiles.contiguous(xp, _with_column(xp, a[item], one).mT) for a in (c.k, c.v))  # [K | 1]^T, [V | 1]^T
+        ws = tiles.workspace(xp, c.q[item], c.block_q, c.block_k, c.k.shape[2])._replace(extra=extra)
         for q0 in range(0, T, c.block_q):
             _backward_block(xp, c, dout, D, lse_b, (dq, dk, dv), idx, q0, min(q0 + c.block_q, T), ws)
 
-    run_items(xp, c.workers, job, work_items(xp, c.q))
+    tiles.run_items(xp, c.workers, job, tiles.work_items(xp, c.q))
     return dq, dk, dv

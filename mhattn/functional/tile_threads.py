@@ -1,4 +1,5 @@
-"""The tiled attention's NumPy-only speed tricks, one named helper each, with the standard's version beside it.
+"""How the tiled attention runs on each library: its NumPy-only speed tricks, one named helper each, with the
+standard's version beside it, and its default tile sizes (:func:`plan_blocks`).
 
 - threads: NumPy's elementwise ops and BLAS release the GIL, so independent (batch, head) items run on
   threads at once, BLAS held to one thread each so that the cores are not oversubscribed (:func:`run_items`);
@@ -6,11 +7,14 @@
 - reused tile buffers and ``matmul(out=)`` (:func:`workspace`, :func:`matmul_into`): fresh 1-4 MiB arrays
   per tile cost page faults on NumPy (about 20%); elsewhere ``a @ b``;
 - ``copyto(where=)`` (:func:`fill_where`), ``exp(out=)`` (:func:`exp_in_place`), ``ascontiguousarray``
-  (:func:`contiguous`): in place on NumPy; the standard's ``where``, ``exp`` and the array itself elsewhere.
+  (:func:`contiguous`): in place on NumPy; the standard's ``where``, ``exp`` and the array itself elsewhere;
+- the shift-free exponentials (:func:`shift_free`): a bound that needs a ``float()`` of the data, cheap on the
+  host, a wait for the device elsewhere, so it is taken on NumPy only.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
@@ -102,3 +106,41 @@ def exp_in_place(xp, s):
 def contiguous(xp, a):
     """``a`` with its rows contiguous on NumPy (GEMMs on strided views run ~30% slower); ``a`` itself elsewhere."""
     return xp.ascontiguousarray(a) if is_numpy(xp) else a
+
+
+def plan_blocks(xp, q, S, block_q, block_k, workers):
+    """Default tile sizes and thread count for this namespace and shape."""
+    N = q.shape[0] * q.shape[1]
+    if is_numpy(xp):
+        workers = max(1, min(os.cpu_count() or 1, N)) if workers is None else workers
+        return 256 if block_q is None else block_q, min(S, 1024) if block_k is None else block_k, workers
+    block_k = S if block_k is None else block_k
+    # one GPU launch per op covers every (batch, head): keep a tile near 2**26 elements
+    return max(64, min(q.shape[2], 2**26 // max(1, N * S))) if block_q is None else block_q, block_k, 1
+
+
+def at(idx, rows=slice(None)):
+    """The index of ``rows`` of work item ``idx`` in a ``(B, h, L, ...)`` array (the standard wants the ``...``)."""
+    return (*idx, rows, ...)
+
+
+# |score| below this needs no shift before exp (float32 max ~3.4e38, float64 ~1.8e308): see _forward_block
+NO_SHIFT_BOUND = {"float32": 30.0, "float64": 300.0}
+
+
+def key_norm(xp, k):
+    """``max |k_s|`` over the keys of one work item, for :func:`shift_free`; ``None`` off NumPy."""
+    return float(xp.sqrt(xp.max(xp.sum(k * k, axis=-1)))) if is_numpy(xp) else None
+
+
+def shift_free(xp, qs, k_norm, mask):
+    """Whether every score of the block lies within ``NO_SHIFT_BOUND``: ``|q . k| <= |q| max|k|`` (Cauchy-Schwarz).
+
+    Then exp(S) cannot overflow nor underflow a row's largest term, so the shift by the running max
+    (whose only job is that) can be 0: softmax is the same for any shift. A float mask may add any
+    number, so it always takes the shift. Only on NumPy (a float() here would wait for the GPU).
+    """
+    if k_norm is None or (mask is not None and mask.dtype != xp.bool):
+        return False
+    bound = NO_SHIFT_BOUND["float32" if qs.dtype == xp.float32 else "float64"]
+    return float(xp.sqrt(xp.max(xp.sum(qs * qs, axis=-1)))) * k_norm <= bound
