@@ -22,6 +22,7 @@ from mhattn.backend import (
     is_array,
     is_numpy,
 )
+from mhattn.functional.checks import ARRAY_KINDS
 
 
 def causal_mask(T: int, S: int | None = None, xp=None, *, device=None):
@@ -56,9 +57,7 @@ def check_mask_kind(name, m):
         ValueError: a float mask holding NaN or +inf (it would turn weights into NaN).
     """
     if not is_array(m):
-        raise TypeError(
-            f"{name} must be an array (NumPy, CuPy, torch or array-api-strict; see mhattn.asarray), got {type(m).__name__}"
-        )
+        raise TypeError(f"{name} must be {ARRAY_KINDS}, got {type(m).__name__}")
     xp = array_namespace(m)
     if m.dtype != xp.bool and not xp.isdtype(m.dtype, "real floating"):
         raise TypeError(f"{name} must be bool (True = not allowed) or float (added), got dtype {m.dtype}")
