@@ -226,3 +226,42 @@ def test_an_optimiser_takes_mha_grads_after_a_backward_with_a_head_mask(backend,
     assert np.abs(np_(mha.params["W_q"]) - before).max() > 0
     with pytest.raises(KeyError, match="head_mask"):  # a name the optimiser does not hold is still an error
         cls(mha.params, lr=0.01).step({"head_mask": mha.head_mask_grad})
+
+
+# the training loop and the head analysis run where the parameters live ------------------------------------------
+
+
+def _train_and_analyse():
+    """A tiny float64 model trained 3 steps (head dropout), then every head-analysis number, on the host."""
+    from mhattn.heads import HeadMaskEvaluator, ablation_deltas, attention_maps, head_importance
+    from mhattn.heads.gates import train_gates
+    from mhattn.heads.redundancy import head_similarity
+    from mhattn.training.loop import evaluate, train
+    from mhattn.training.tasks import RolesTask
+
+    task = RolesTask(vocab_size=8, seq_len=6)
+    cfg = ModelConfig(vocab_size=8, output_sizes=task.output_sizes, d_model=8, num_heads=2, num_layers=2, d_ff=16)
+    model, _ = train(task, None, model=TransformerModel(cfg, dtype="float64"), steps=3, batch_size=4, head_dropout=0.3,
+                     progress=False)  # fmt: skip
+    ids, targets = task.eval_set(10)
+    mask = np.array([[1.0, 0.0], [1.0, 1.0]])
+    ev = HeadMaskEvaluator(model, ids, targets, batch_size=4)
+    maps = attention_maps(model, ids[:3])
+    out = {
+        "evaluate": evaluate(model, ids, targets, head_mask=mask)["loss"], "evaluator": ev.evaluate(mask)["loss"],
+        "importance": ev.importance_grads(batch_size=2), "head_importance": head_importance(model, ids, targets, batch_size=5)[1],
+        "maps": maps, "mean_ablation": ablation_deltas(model, ids, targets, mode="mean", evaluator=ev)[0],
+        "similarity": np.array(head_similarity(model, ids[:3], maps)["output"]),
+    }  # fmt: skip
+    out["gates"] = train_gates(model, task, steps=2, batch_size=4)["log_alpha"]
+    out["W_o"] = np_(model.params["blocks.1.attn.W_o"])
+    return model, out
+
+
+def test_training_and_head_analysis_on_each_leg_match_numpy(backend):
+    model, got = _train_and_analyse()
+    assert backend.is_here(model.params["blocks.1.attn.W_o"])  # trained where it was made
+    with mhattn.use_backend("numpy"):
+        _, want = _train_and_analyse()
+    for name in want:
+        np.testing.assert_allclose(np.asarray(got[name]), np.asarray(want[name]), rtol=1e-10, atol=1e-12, err_msg=name)

@@ -36,7 +36,7 @@ def head_importance(model, ids, targets, head_mask=None, batch_size=256):
         by each layer's ℓ2 norm.
     """
     L, h = model.cfg.num_layers, model.cfg.num_heads
-    base = np.ones((L, h)) if head_mask is None else np.asarray(head_mask, dtype=float)
+    base = np.ones((L, h)) if head_mask is None else to_numpy(head_mask).astype(float)
     total = np.zeros((L, h))
     for s in range(0, ids.shape[0], batch_size):
         b = min(batch_size, ids.shape[0] - s)
@@ -88,7 +88,7 @@ def ablation_deltas(model, ids, targets, mode="zero", base_mask=None, evaluator=
         ``(dloss, dacc)``, both ``(L, h)`` (NaN for heads already pruned).
     """
     L, h = model.cfg.num_layers, model.cfg.num_heads
-    base_mask = np.ones((L, h)) if base_mask is None else np.asarray(base_mask, dtype=float)
+    base_mask = np.ones((L, h)) if base_mask is None else to_numpy(base_mask).astype(float)
     ev = evaluator or HeadMaskEvaluator(model, ids, targets)
     base = ev.evaluate(base_mask)
     means = mean_head_outputs(model, ids) if mode == "mean" else None

@@ -78,9 +78,10 @@ class HeadMaskEvaluator:
     def _logits(self, kept, first, head_mask, params):
         """:meth:`_tail` of one batch, a few sequences at a time (every position's logits depend on its
         own sequence only, so the pieces give the same bits as one call, faster: see ``TAIL_TOKENS``)."""
-        step = max(1, TAIL_TOKENS // kept[0][0].shape[1])
-        pieces = [self._tail([(x[s : s + step, ...], hd[s : s + step, ...]) for x, hd in kept], first, head_mask, params)
-                  for s in range(0, kept[0][0].shape[0], step)]  # fmt: skip
+        n, step = kept[0][0].shape[0], max(1, TAIL_TOKENS // kept[0][0].shape[1])
+        # stops within the axis: the standard leaves out-of-bounds slices unspecified
+        pieces = [self._tail([(x[s : min(s + step, n), ...], hd[s : min(s + step, n), ...]) for x, hd in kept], first, head_mask,
+                             params) for s in range(0, n, step)]  # fmt: skip
         xp = array_namespace(pieces[0][0])
         return tuple(xp.concat([p[k] for p in pieces]) for k in range(len(pieces[0])))
 
