@@ -173,7 +173,7 @@ def make_callable(kind, data):
 
 
 # ---- running the learner's code -----------------------------------------------------------
-def install_finder(sources: dict, allowed, stdlib: list) -> None:
+def install_finder(sources: dict, allowed, stdlib: list | None = None) -> None:
     """Serve ``sources[name]`` (a raising stand-in) for hidden modules; refuse imports beyond ``allowed`` and the
     standard library: a name Python knows as one, or a module found in ``stdlib`` (the interpreter's own folders,
     e.g. ``sysconfig``'s ``_sysconfigdata_*``)."""
@@ -182,6 +182,8 @@ def install_finder(sources: dict, allowed, stdlib: list) -> None:
     import importlib.util
 
     ok = {*allowed, *sys.stdlib_module_names, *sys.builtin_module_names}
+    if stdlib is None:  # not started by the grader (-I -S): the path's folders that are not package folders
+        stdlib = [d for d in sys.path if d and not d.rstrip("/").endswith(("site-packages", "dist-packages"))]
 
     class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         def find_spec(self, name, path, target=None):
