@@ -36,7 +36,7 @@ def run_visible(name: str, folder) -> None:
     module = load(str(path), source)
     for call in ex.visible():
         args = read_frame(frame(list(call.args)), allow_fn=True)  # as the worker gets them
-        res = call_one(module, {"fn": call.fn, "args": args}, str(path))
+        res = call_one(module, {"fn": call.fn, "args": args, "probe": call.probe}, str(path))
         if "raised" in res and "NotImplementedError" in res["raised"]["mro"] and not call.raises:
             raise NotImplementedError(f"{ex.name}: {res['raised']['function']} is not written yet")
         why = judge_one(call, res, "visible test", path.name, 0)

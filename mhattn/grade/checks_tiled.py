@@ -7,6 +7,14 @@ The expected ``out`` is mhattn's plain attention; the expected ``lse`` is mhattn
 attention's (``-inf`` on a row with no allowed key). When a result is wrong, the grader
 compares it with the usual wrong online softmaxes (:func:`_online` with a rescaling left out,
 a wrong scaling, the running maximum as the lse) and names the one it matches.
+
+Every call is probed (:class:`~mhattn.grade.harness.Call` ``probe``): the worker sends back the call's peak
+memory (``tracemalloc``) and its first warning, so the checks also hold the exercise to its text. Two visible
+calls on ``S = 4096`` keys test the memory (on a result of the right shape and dtype; its values are the other
+checks' business): at ``block_k = 32`` the peak must stay under a quarter of one full ``(..., T, S)`` float64 array,
+and hold at least half a tile of scores (:data:`MEMORY`), and at ``block_k = 1024`` it must grow by at least a quarter of
+the larger tile (:data:`BLOCK`: a submission that ignores ``block_k`` holds as much at both). Any floating-point
+warning (a ``0/0`` or ``-inf - -inf`` on a row with no allowed key) fails :data:`WARN`.
 """
 
 from __future__ import annotations
@@ -15,11 +23,15 @@ import numpy as np
 
 from mhattn.functional import scaled_dot_product_attention_forward
 from mhattn.functional.attention_tiled import tiled_attention_forward
-from mhattn.grade.harness import Call, check_array, check_neginf, tol_for, tuple_of
+from mhattn.grade.harness import Call, GradeFailure, check_array, check_kind, check_neginf, tol_for, tuple_of
 
 # The named checks (points in spec.EXERCISES): each call's out and lse count for one of them.
 OUT, LSE = "out without mask", "lse without mask"
 OUT_MASK, LSE_MASK = "out with a mask (a row with no allowed key)", "lse with a mask (-inf on a row with no allowed key)"
+
+MEMORY = "memory: (..., T, block_k) tiles, never the full (..., T, S) scores"
+BLOCK = "block_k honoured: a larger tile holds more memory"
+WARN = "no floating-point warning"
 
 FN = "online_attention_forward"
 NAN_HINT = ("NaN where a row's keys so far are all masked: its running max is -inf and exp(-inf - (-inf)) is NaN; "
@@ -103,6 +115,26 @@ def _hint(q, k, v, block_k, mask, part):
     return hint
 
 
+def _probe(got) -> tuple:
+    """``(value, {"peak": int, "warning": str})`` from a probed call's result (GradeFailure if it is not that)."""
+    if not (isinstance(got, tuple) and len(got) == 2 and isinstance(got[1], dict)):
+        raise GradeFailure("the grading process sent a malformed probe of the call")
+    report = got[1]
+    if set(report) != {"peak", "warning"} or type(report["peak"]) is not int or type(report["warning"]) is not str:
+        raise GradeFailure("the grading process sent a malformed probe of the call")
+    return got[0], report
+
+
+def _warn_judge(what):
+    def judge(got):
+        said = _probe(got)[1]["warning"]
+        if said:
+            raise GradeFailure(f"{what}: {said}; the exercise asks for no warning (avoid -inf - (-inf), 0/0 and log(0)"
+                               " on a row with no allowed key rather than silencing them)")  # fmt: skip
+
+    return judge
+
+
 def _call(q, k, v, block_k, mask, what, atol):
     """One call of ``online_attention_forward``; ``out`` judged against plain attention, ``lse`` against the tiled path."""
     out, _, _ = scaled_dot_product_attention_forward(q, k, v, mask)
@@ -110,15 +142,66 @@ def _call(q, k, v, block_k, mask, what, atol):
     what = f"{FN}({what})"
 
     def judge_out(got):
+        got = _probe(got)[0]
         tuple_of(what, 2, "(out, lse)")(got)
         check_array(f"{what}: out", got[0], out, atol, hint=_hint(q, k, v, block_k, mask, 0))
 
     def judge_lse(got):
+        got = _probe(got)[0]
         tuple_of(what, 2, "(out, lse)")(got)
         check_neginf(f"{what}: lse", got[1], lse, atol, rtol=atol, hint=_hint(q, k, v, block_k, mask, 1))
 
     args = (q, k, v, block_k) if mask is None else (q, k, v, block_k, mask)
-    return Call(FN, args, parts=((OUT if mask is None else OUT_MASK, judge_out), (LSE if mask is None else LSE_MASK, judge_lse)))
+    parts = ((OUT if mask is None else OUT_MASK, judge_out), (LSE if mask is None else LSE_MASK, judge_lse))
+    return Call(FN, args, parts=(*parts, (WARN, _warn_judge(what))), probe=True)
+
+
+# the memory probes: float64, no mask, S keys far more than T queries, so the full scores dwarf a tile
+PROBE_SHAPE, PROBE_BLOCKS = (1, 2, 256, 4096, 8), (32, 1024)  # (B, h, T, S, d_k = d_v), (small, large) block_k
+MIB = float(1 << 20)
+
+
+def _probe_kind(what, got, out) -> int:
+    """The peak memory of a memory call that returned ``(out, lse)`` with ``out`` of the right shape and dtype.
+
+    The values are the other checks' business: a tiled loop with a wrong rescaling still keeps its memory points.
+    """
+    value, report = _probe(got)
+    tuple_of(what, 2, "(out, lse)")(value)
+    check_kind(f"{what}: out", value[0], out)
+    return report["peak"]
+
+
+def _memory_calls():
+    """The two probed calls of :data:`MEMORY` and :data:`BLOCK`: the same inputs at a small and a large ``block_k``."""
+    B, h, T, S, d = PROBE_SHAPE
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.standard_normal((B, h, n, d)) for n in (T, S, S))
+    out = scaled_dot_product_attention_forward(q, k, v)[0]
+    full, column = B * h * T * S * 8, B * h * T * 8  # bytes of one (B, h, T, S) float64 array, of one key's scores
+    (small, large), seen = PROBE_BLOCKS, {}  # seen: the small tile's peak, for the large tile's judge (judged in order)
+    what = [f"{FN}(q {q.shape}, k {k.shape}, v {v.shape} float64, block_k={b})" for b in PROBE_BLOCKS]
+
+    def judge_small(got):
+        seen["peak"] = peak = _probe_kind(what[0], got, out)
+        if peak > full / 4:
+            raise GradeFailure(f"{what[0]}: peak memory {peak / MIB:.1f} MiB, over a quarter of one full (..., T, S) "
+                               f"float64 array ({full / MIB:.0f} MiB): keep only (..., T, block_k) tiles")  # fmt: skip
+        if peak < column * small / 2:
+            raise GradeFailure(f"{what[0]}: peak memory {peak / MIB:.3f} MiB, under half of one (..., T, block_k) tile "
+                               "of scores: were the scores computed at all?")  # fmt: skip
+
+    def judge_large(got):
+        peak = _probe_kind(what[1], got, out)
+        if "peak" not in seen:
+            raise GradeFailure(f"{what[1]}: the call with block_k={small} failed, so the two cannot be compared")
+        if peak - seen["peak"] < column * (large - small) / 4:  # a quarter of the growth of one (..., T, block_k) tile
+            raise GradeFailure(f"{what[1]}: peak memory {peak / MIB:.2f} MiB, against {seen['peak'] / MIB:.2f} MiB at "
+                               f"block_k={small}: a tile of {large} keys must hold more than one of {small}, "
+                               "so block_k is not honoured")  # fmt: skip
+
+    return [Call(FN, (q, k, v, small), parts=((MEMORY, judge_small), (WARN, _warn_judge(what[0]))), probe=True),
+            Call(FN, (q, k, v, large), parts=((BLOCK, judge_large), (WARN, _warn_judge(what[1]))), probe=True)]  # fmt: skip
 
 
 def visible_ex11():
@@ -126,7 +209,8 @@ def visible_ex11():
     v = np.array([[[[1.0], [2.0], [3.0]]]])  # (1, 1, 3, 1)
     mask = np.array([[False, True, True], [True, True, True], [False, False, False]])  # query 1 sees nothing
     calls = [_call(q, q.copy(), v, b, None, f"q (1, 1, 3, 2), k=q, v (1, 1, 3, 1), block_k={b}", 1e-12) for b in (3, 2, 1)]
-    return calls + [_call(q, q.copy(), v, 2, mask, "q, k=q, v as above, block_k=2, mask (3, 3) with row 1 all True", 1e-12)]
+    calls.append(_call(q, q.copy(), v, 2, mask, "q, k=q, v as above, block_k=2, mask (3, 3) with row 1 all True", 1e-12))
+    return calls + _memory_calls()
 
 
 # (dtype, tile size, masked): both dtypes see tiles of 1 key, of all S keys and in between, with and without a mask

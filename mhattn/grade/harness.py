@@ -28,7 +28,8 @@ class Call:
     With ``raises`` (an exception class name such as ``"ValueError"``) the call must raise that instead.
     ``check`` names the exercise's check (see ``spec.Exercise.checks``) this call counts for. A call whose
     result has parts scored apart (e.g. each gradient of a backward) gives ``parts``: ``((check, judge), ...)``
-    in place of ``judge`` and ``check``.
+    in place of ``judge`` and ``check``. With ``probe`` the worker measures the call (its peak memory and first
+    warning, :func:`mhattn.grade.worker._probed`) and each judge gets ``(value, {"peak", "warning"})``.
     """
 
     fn: str
@@ -38,6 +39,7 @@ class Call:
     what: str = ""
     check: str = ""
     parts: tuple = ()
+    probe: bool = False
 
     def judged(self) -> tuple:
         """``((check, judge), ...)``: what this call's result is scored on (judge None: it must raise)."""

@@ -91,7 +91,7 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
     make_cmd, seen_as = session.command(ex, path, stubs)
     request = {"file": seen_as, "source": source, "functions": list(ex.functions), "stubs": stubs,
                "allowed": list(imports.allowed_modules()),
-               "calls": [{"fn": c.fn, "args": list(c.args)} for c in calls]}  # fmt: skip
+               "calls": [{"fn": c.fn, "args": list(c.args), "probe": c.probe} for c in calls]}  # fmt: skip
     before = None if session.sandbox else files_state()
     outcome = launch.run(make_cmd, frame(request), limits, session.env(), str(session.tmp / "cwd"))
     checks = verdict.score(ex.checks, calls, n_visible, outcome, limits, path.name)

@@ -238,10 +238,42 @@ def call_one(module, call: dict, path: str) -> dict:
     except Exception:  # noqa: BLE001 - no signature, or one that does not take these arguments
         names = [f"argument {i}" for i in range(len(args))]
     try:
-        value = fn(*args)
+        value, probe = _probed(fn, args, path) if call.get("probe") else (fn(*args), None)
     except BaseException as err:  # noqa: BLE001 - the learner's exception is part of the reply
         return {"raised": describe(err, path)}
-    return {"value": _plain(value), "inputs": _plain(list(args)), "names": names}
+    value = _plain(value) if probe is None else (_plain(value), probe)
+    return {"value": value, "inputs": _plain(list(args)), "names": names}
+
+
+def _probed(fn, args, path: str) -> tuple:
+    """``(fn(*args), {"peak": bytes, "warning": text})`` for a call the request marks ``probe`` (exercise 11).
+
+    ``peak``: the most memory the call held at once beyond what it was given (``tracemalloc``; NumPy reports
+    its arrays to it). ``warning``: the call's first warning, ``""`` if none; floating-point faults warn here
+    (NumPy's defaults: divide, overflow, invalid) instead of being silenced as in every other call.
+    """
+    import tracemalloc
+    import warnings
+
+    import numpy as np
+
+    with warnings.catch_warnings(record=True) as seen, np.errstate(divide="warn", over="warn", invalid="warn", under="ignore"):
+        warnings.simplefilter("always")
+        tracing = tracemalloc.is_tracing()  # already (python -X tracemalloc): measure from here, leave it on
+        if not tracing:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        try:
+            value = fn(*args)
+            peak = tracemalloc.get_traced_memory()[1] - before
+        finally:
+            if not tracing:
+                tracemalloc.stop()
+    first = seen[0] if seen else None
+    where = f" ({os.path.basename(path)} line {first.lineno})" if first and first.filename == path else ""
+    text = f"{first.category.__name__}: {str(first.message)[:200]}{where}" if first else ""
+    return value, {"peak": int(peak), "warning": text}
 
 
 def _plain(value):
@@ -319,7 +351,7 @@ def main(argv: list) -> None:
         os.set_inheritable(fd, False)
     import numpy as np
 
-    np.seterr(all="ignore")  # a learner's overflow shows up as a NaN in the comparison instead
+    np.seterr(all="ignore")  # a learner's overflow shows up as a NaN in the comparison instead (a probed call: a warning)
     install_finder(request["stubs"], request["allowed"], stdlib)
     result = run(request)
     try:
