@@ -95,10 +95,11 @@ def mha_op(params, num_heads, self_attention, **kw):
     return forward, backward
 
 
-@pytest.mark.usefixtures("backend")
 @pytest.mark.parametrize("self_attention", [True, False])
 @pytest.mark.parametrize("masks", [False, True])
-def test_multi_head_attention(rng, self_attention, masks):
+def test_multi_head_attention(backend, rng, self_attention, masks):
+    if backend.name != "numpy" and not masks:
+        pytest.skip("~500 centred differences: other legs check the masked variant, whose paths include the unmasked")
     B, T, S, d, h = 2, 3, 4, 6, 2
     S = T if self_attention else S
     kdim, vdim = (d, d) if self_attention else (5, 3)
