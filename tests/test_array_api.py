@@ -3,8 +3,9 @@
 Each case builds the same host inputs from a fixed seed, runs once on NumPy and once on the leg (see
 tests/conftest.py: array-api-strict on ``Device("device1")``, torch on the CPU, CuPy and torch CUDA where a GPU
 is there), and checks that every output and gradient is an array of the inputs' namespace on their device
-and equals NumPy's: to 1e-12 in float64; in float32 to rtol 1e-4, atol 1e-5 (another library's kernels sum
-in another order; float32 keeps ~7 digits, and a gradient through softmax and LayerNorm loses a few).
+and equals NumPy's: to 1e-12 in float64; in float32 to rtol 1e-5, atol 5e-6 (another library's kernels sum
+in another order; measured on torch CPU and strict, the worst entry, a weight gradient,
+is off by 2.3e-7 beyond rtol 1e-5, so atol leaves a GPU's reduction order a 20-fold margin).
 Dropout masks come from a seeded ``numpy.random.Generator``, so every leg drops the same entries.
 """
 
@@ -28,7 +29,7 @@ from mhattn.functional.transformer import transformer_backward, transformer_forw
 from mhattn.nn.init import init_encoder_block, init_mha_params
 from mhattn.nn.transformer import ModelConfig, init_params
 
-TOL = {"float64": dict(rtol=1e-12, atol=1e-12), "float32": dict(rtol=1e-4, atol=1e-5)}
+TOL = {"float64": dict(rtol=1e-12, atol=1e-12), "float32": dict(rtol=1e-5, atol=5e-6)}
 B, T, S, D, H = 2, 4, 5, 8, 2  # batch, queries, keys, d_model, heads: small, so the legs stay quick
 
 
