@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from mhattn.backend import to_numpy
 from mhattn.functional.attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
 from mhattn.functional.softmax import SoftmaxCache, softmax_forward
 
@@ -92,12 +93,12 @@ def offset_mass(weights):
     """Mean attention weight of each head at each cyclic offset: query t on key (t - o) mod T.
 
     Args:
-        weights: ``(B, h, T, T)`` per-head self-attention weights.
+        weights: ``(B, h, T, T)`` per-head self-attention weights, of any array library (copied to the host).
 
     Returns:
         float64 ``(h, T)``: entry ``[i, o]`` is head i's mean weight on the key o places back.
     """
-    w = np.asarray(weights, dtype=np.float64)
+    w = to_numpy(weights).astype(np.float64)  # to the host: any library, any device
     T = w.shape[-1]
     t = np.arange(T)
     return np.stack([w[:, :, t, (t - o) % T].mean(axis=(0, 2)) for o in range(T)], axis=1)  # (h, T)
@@ -109,17 +110,41 @@ def weights_bytes(B: int, h: int, T: int, S: int | None = None, dtype="float32")
     return int(B * h * T * S * np.dtype(dtype).itemsize)
 
 
+def _synchronizer(x):
+    """A function that waits until the device of ``x`` has finished its queued work (does nothing on a CPU).
+
+    GPU libraries launch kernels asynchronously; each has its own way to wait: CuPy the array's
+    ``cupy.cuda.Device.synchronize``, torch ``torch.cuda.synchronize`` for a CUDA tensor.
+    """
+    library = type(x).__module__.split(".")[0]
+    if library == "cupy":
+        return x.device.synchronize
+    if library == "torch" and x.device.type == "cuda":
+        import torch
+
+        return lambda: torch.cuda.synchronize(x.device)
+    return lambda: None
+
+
 def time_attention(mha, x, repeats: int = 3) -> dict:
-    """Best-of-``repeats`` seconds for ``mha.forward(x)`` and ``mha.backward``, synchronising a GPU if used.
+    """Best-of-``repeats`` seconds for ``mha.forward(x)`` and ``mha.backward``, after one untimed warm-up call.
+
+    The warm-up pays for first-use costs (memory allocation, CuPy's kernel compilation); on a GPU
+    (CuPy, torch CUDA) the device is synchronised before each clock reading.
+
+    Args:
+        mha: a :class:`mhattn.nn.MultiHeadAttention`.
+        x: ``(B, T, d_model)`` array of any supported library, on ``mha``'s device.
 
     Returns:
         ``{"forward_s", "backward_s"}``.
     """
-    from mhattn.backend import get_array_module
+    from mhattn.backend import array_namespace
 
-    xp = get_array_module(x)
-    sync = (lambda: xp.cuda.Device().synchronize()) if xp.__name__ == "cupy" else (lambda: None)
-    dout = xp.ones_like(x)
+    sync = _synchronizer(x)
+    dout = array_namespace(x).ones_like(x)
+    mha.forward(x, need_weights=False)  # warm-up, untimed
+    mha.backward(dout)
     best_f = best_b = float("inf")
     for _ in range(repeats):
         sync()

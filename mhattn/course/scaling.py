@@ -38,8 +38,7 @@ def run(backend: str, lengths, B: int, d_model: int, h: int, dtype: str, repeats
         rng = np.random.default_rng(0)
         for T in lengths:
             x = mhattn.asarray(rng.standard_normal((B, T, d_model)).astype(dtype))
-            mha.forward(x, need_weights=False)  # warm-up (CuPy compiles kernels on first use)
-            t = time_attention(mha, x, repeats)
+            t = time_attention(mha, x, repeats)  # warms up first (CuPy compiles kernels on first use)
             rows.append({"T": T, **t, "weights_bytes": weights_bytes(B, h, T, T, dtype)})
             print(f"T={T:5d}  forward {t['forward_s'] * 1e3:9.2f} ms  backward {t['backward_s'] * 1e3:9.2f} ms", flush=True)
     device = platform.processor() or platform.machine()
