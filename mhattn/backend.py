@@ -210,12 +210,17 @@ def broadcasts_to(shape, target) -> bool:
         return False
 
 
-def to_numpy(x):
-    """Copy ``x`` (an array of any backend, on any device, or an array-like) to a host ``numpy.ndarray``.
+def to_numpy(x, *, copy: bool = False):
+    """``x`` (an array of any backend, on any device, or an array-like) as a host ``numpy.ndarray``.
 
     Device arrays come over by the library's own transfer (CuPy ``.get()``, torch ``.cpu()``,
     array-api-strict ``to_device``) or DLPack, never by ``numpy.asarray`` on a device array.
+    An array already on the host (NumPy, torch CPU, array-api-strict's CPU device) comes back as a view of
+    the same memory unless ``copy=True``: take a copy to keep a snapshot across in-place updates
+    (an optimiser's step, say).
     """
+    if copy:
+        return np.array(to_numpy(x), copy=True)
     if isinstance(x, (np.ndarray, np.generic)) or not hasattr(x, "shape"):
         return np.asarray(x)
     library = _library(x)
