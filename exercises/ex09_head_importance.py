@@ -1,6 +1,6 @@
 # Your exercise: write your code in this file. (Maintainers: it is generated from
 # exercises_src/ex09_head_importance.py by scripts/make_exercises.py; change the source, not this copy.)
-"""Exercise 9: head importance from head-mask gradients (Michel et al. 2019, eq. 2 and §4.1).
+"""Exercise 9: head importance from head-mask gradients (Michel et al. 2019, §4.1 "Head Importance Score").
 
 Read exercises/README.md, section "9. Head importance", first.
 Run the visible tests: ``python -m pytest exercises/test_visible.py -m ex09``.
@@ -30,11 +30,11 @@ def head_mask_gradient(heads, dconcat):
 
 
 def head_importance(heads, dconcat, normalize=True):
-    """Importance ``I_i = mean over the batch of |dL/dxi[b, i]|`` (Michel et al. 2019, eq. 2).
+    """Importance ``I_i = mean over the batch of |dL/dxi[b, i]|`` (Michel et al. 2019, §4.1: ``I_h = E_x |dL(x)/dxi_h|``).
 
     Args:
         heads, dconcat: as in :func:`head_mask_gradient`.
-        normalize: divide by the l2 norm over the heads (Michel et al. §4.1), so the
+        normalize: divide by the l2 norm over the layer's heads (Michel et al. 2019, §4.1), so the
             result has norm 1 (leave an all-zero result as zeros).
 
     Returns:

@@ -143,3 +143,70 @@ def test_zero_ablation_matches_a_masked_evaluation(plain):
     mask = np.ones((1, 12))
     mask[0, 5] = 0
     assert d[0, 5] == pytest.approx(evaluate(model, ids, targets, head_mask=mask)["loss"] - base)
+
+
+# ---- the conclusion's verdicts follow the tests notebook 07 teaches (issue 20) --------------------------------
+COSTS = np.array([1.34, 0.59, 0.22, 0.13, 0.11, 0.09, 0.06, 0.03, 0.02, 0.01, 0.002, 0.0002])  # Gini above 0.5
+
+
+def _verdict_inputs(costs, k, observed, improved=0):
+    """``(Expectation, UnequalContribution, Compensation, RemovalImproved)`` for random removals costing ``observed``."""
+    import dataclasses
+
+    from mhattn.heads import expectation as ex
+    from mhattn.heads.answers import Compensation, RemovalImproved, UnequalContribution
+
+    sums, observed = ex.subset_sums(costs, k), np.asarray(observed, dtype=float)
+    add = ex.additive_expectation(costs, k)
+    e = ex.Expectation(**{f.name: 0.0 for f in dataclasses.fields(ex.Expectation)})
+    e = dataclasses.replace(
+        e, n_heads=costs.size, n_remove=k, sum_single_dloss=float(costs.sum()), additive_expected_dloss=add,
+        additive_median_dloss=float(np.median(sums)), additive_std_dloss=float(sums.std()),
+        naive_expected_dloss=4.0 * k / costs.size, observed_dloss_mean=float(observed.mean()),
+        observed_dloss_median=float(np.median(observed)), observed_mean_over_additive=float(observed.mean()) / add,
+    )  # fmt: skip
+    one = UnequalContribution(costs.max(), float(np.median(costs)), 1, 0.7, gini(costs), 0.5, 3.0, 0.6, [0.0, 1.0])
+    two = Compensation(e.observed_dloss_median, -0.1, 0.1, 0.2, 0.2, None, 1.0, 0.1, 0.1, 0.1)
+    return e, one, two, RemovalImproved(improved, observed.size, 0.1, 0, 0.0, [])
+
+
+def test_reason_1_fails_for_an_additive_model_with_unequal_costs_when_half_the_heads_go():
+    """Costs that add up exactly, Gini >= 0.5, k = h/2: the mean and the median stay at (k/h) Σ c (nb07 cell 8)."""
+    from mhattn.heads import expectation as ex
+    from mhattn.heads.conclusion import conclusion, verdicts
+
+    args = _verdict_inputs(COSTS, 6, ex.subset_sums(COSTS, 6))  # every six, removed additively
+    v = verdicts(*args)
+    assert gini(COSTS) >= 0.5 and v.unequal_costs and v.about_additive
+    assert not v.reason1_unequal_explains
+    text = conclusion(args[0], v, *args[1:])
+    assert "widens the spread without making a typical removal cheaper, so it fails" in text
+    assert "single costs roughly add up" in text and "cost more together than alone" not in text
+
+
+def test_reason_1_holds_only_where_skew_makes_a_typical_removal_cheap():
+    """A quarter of the heads: the additive median falls below the mean, and an additive model's median sits there."""
+    from mhattn.heads import expectation as ex
+    from mhattn.heads.conclusion import conclusion, verdicts
+
+    args = _verdict_inputs(COSTS, 3, ex.subset_sums(COSTS, 3))
+    v = verdicts(*args)
+    assert v.reason1_unequal_explains and "so it holds" in conclusion(args[0], v, *args[1:])
+    twice = _verdict_inputs(COSTS, 3, 2 * ex.subset_sums(COSTS, 3))  # skewed, but the costs do not add up
+    assert not verdicts(*twice).reason1_unequal_explains
+    assert "is not close to that median (the costs do not add up here)" in conclusion(twice[0], verdicts(*twice), *twice[1:])
+
+
+def test_a_small_models_conclusion_does_not_contradict_itself():
+    """Observed mean 10% above additive: 'about' additive, so neither 'more together than alone' nor 'not close'."""
+    from mhattn.heads import expectation as ex
+    from mhattn.heads.conclusion import conclusion, verdicts
+
+    costs = np.array([0.05, 0.04, 0.04, 0.03])  # four similar heads: not unequal
+    args = _verdict_inputs(costs, 2, 1.1 * ex.subset_sums(costs, 2))
+    v = verdicts(*args)
+    assert v.about_additive and v.more_than_additive and not v.unequal_costs
+    text = conclusion(args[0], v, *args[1:])
+    assert "the mean is about the additive expectation" in text and "single costs roughly add up" in text
+    assert "cost more together than alone" not in text and "not close" not in text
+    assert "are not unequal (Gini" in text and "its premise fails" in text

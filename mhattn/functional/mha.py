@@ -4,7 +4,7 @@ Vaswani et al. 2017, §3.2.2:
 ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O`` with
 ``head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i)``. Storing all W^Q_i side by side
 as one ``(d_model, d_model)`` matrix turns h small projections into one GEMM
-followed by a split. The head mask ξ (Michel et al. 2019, eq. 2) scales each
+followed by a split. The head mask ξ (Michel et al. 2019, §2) scales each
 head's output before the concat.
 
 Forward steps (numbered; the backward undoes them in reverse)::

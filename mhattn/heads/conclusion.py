@@ -8,7 +8,12 @@ Voita et al. 2019 and Michel et al. 2019):
 3. *some heads add noise*, so removing them can even lower the loss.
 
 Each verdict below is a comparison of measured numbers with a threshold named here, so a re-run that
-changes the numbers changes the words.
+changes the numbers changes the words. Reason 1 is decided by the test notebook 07 teaches: if single costs
+added up, every head is removed in k/h of the subsets, so however unequal the costs are, the *mean* random
+removal is (k/h) Σ c_j; inequality can only make a *typical* removal cheaper through skew, a median of the
+additive outcomes below their mean (never for k = h/2, where each half's complement is another half). So
+reason 1 holds only when the costs are unequal, the additive outcomes are skewed that way, and the observed
+median is about the additive median (the costs do add up).
 """
 
 from __future__ import annotations
@@ -32,20 +37,31 @@ class Verdicts:
     about_additive: bool  # within ADDITIVE_TOLERANCE of it
     unequal_costs: bool  # Gini of single costs >= UNEQUAL_GINI
     redundant_outputs: bool  # some pair of heads with output similarity >= REDUNDANT_SIMILARITY
-    reason1_unequal_explains: bool  # unequal costs and additivity: the additive picture accounts for the loss
+    reason1_unequal_explains: bool  # unequal, skewed additive outcomes, observed median about the additive median
     reason2_compensation_holds: bool  # overlapping heads and the median loss stays small against naive
     reason3_noise_holds: bool  # some random removal lowered the loss
 
 
+def _close(a: float, b: float) -> bool:
+    """``a`` within ADDITIVE_TOLERANCE of ``b`` (relative)."""
+    return abs(a - b) <= ADDITIVE_TOLERANCE * abs(b)
+
+
+def skewed(e: Expectation) -> bool:
+    """Whether unequal costs make a typical additive outcome cheaper: the additive median clearly below the mean."""
+    return e.additive_median_dloss < (1.0 - ADDITIVE_TOLERANCE) * e.additive_expected_dloss
+
+
 def verdicts(e: Expectation, one: UnequalContribution, two: Compensation, three: RemovalImproved):
-    """:class:`Verdicts` from the computed comparisons."""
+    """:class:`Verdicts` from the computed comparisons (reason 1: see the module's docstring)."""
     about = abs(e.observed_mean_over_additive - 1.0) <= ADDITIVE_TOLERANCE
     unequal = one.gini_single_ablation >= UNEQUAL_GINI
     redundant = two.max_output_similarity >= REDUNDANT_SIMILARITY
+    reason1 = unequal and skewed(e) and _close(e.observed_dloss_median, e.additive_median_dloss)
     return Verdicts(
         less_than_naive=e.observed_dloss_median < e.naive_expected_dloss,
         more_than_additive=e.observed_dloss_mean > e.additive_expected_dloss, about_additive=about,
-        unequal_costs=unequal, redundant_outputs=redundant, reason1_unequal_explains=unequal and about,
+        unequal_costs=unequal, redundant_outputs=redundant, reason1_unequal_explains=reason1,
         reason2_compensation_holds=redundant and e.observed_dloss_median < SMALL_FRACTION_OF_NAIVE * e.naive_expected_dloss,
         reason3_noise_holds=three.n_random_subsets_improved > 0,
     )  # fmt: skip
@@ -55,16 +71,33 @@ def _holds(flag):
     return "holds" if flag else "fails"
 
 
+def _reason1(e: Expectation, v: Verdicts, one: UnequalContribution) -> str:
+    """The reason-1 sentence: the first condition of its test that fails, or why it holds."""
+    are = "are" if v.unequal_costs else "are not"
+    head = f"Reason 1 (unequal heads): single costs {are} unequal (Gini {one.gini_single_ablation:.2f})"
+    spread = (f"if they added up, random removals would have mean {e.additive_expected_dloss:+.3f} whatever the inequality, "
+              f"median {e.additive_median_dloss:+.3f}, sd {e.additive_std_dloss:.3f}")  # fmt: skip
+    if not v.unequal_costs:
+        return f"{head}: its premise fails."
+    if not skewed(e):
+        return f"{head}, but {spread}: inequality widens the spread without making a typical removal cheaper, so it fails."
+    if not v.reason1_unequal_explains:
+        return (f"{head} and {spread}, but the observed median {e.observed_dloss_median:+.3f} is not close to that "
+                "median (the costs do not add up here), so it fails.")  # fmt: skip
+    return (f"{head} and {spread}; the observed median {e.observed_dloss_median:+.3f} is close to that median: a typical "
+            "random removal misses the few costly heads, so it holds.")  # fmt: skip
+
+
 def conclusion(e: Expectation, v: Verdicts, one: UnequalContribution, two: Compensation, three: RemovalImproved):
     """A short conclusion whose every clause follows from a comparison in ``v`` or a number in ``e``."""
     k, h = e.n_remove, e.n_heads
     naive = "less" if v.less_than_naive else "more"
-    add = "about the" if v.about_additive else ("above the" if v.more_than_additive else "below the")
-    kind = (
-        "cost more together than alone: a head is partly covered while the others are there"
-        if v.more_than_additive
-        else "cost less together than alone: their costs overlap"
-    )
+    if v.about_additive:
+        add, kind = "about the", "single costs roughly add up"
+    elif v.more_than_additive:
+        add, kind = "above the", "heads cost more together than alone"
+    else:
+        add, kind = "below the", "heads cost less together than alone"
     rec = two.finetune_recovered_fraction
     lines = [
         f"Removing {k} of {h} heads at random: median {e.observed_dloss_median:+.3f} nats, mean "
@@ -72,14 +105,9 @@ def conclusion(e: Expectation, v: Verdicts, one: UnequalContribution, two: Compe
         f"the {k} most important removed: {e.most_important_removed_dloss:+.3f}.",
         f"The median is {naive} than the naive 'half the heads, half the ability' ({e.naive_expected_dloss:+.3f}); "
         f"the mean is {add} additive expectation (k/h) x sum of single costs = {e.additive_expected_dloss:+.3f} "
-        f"(x{e.observed_mean_over_additive:.1f}): the heads {kind} "
+        f"(x{e.observed_mean_over_additive:.1f}): on average the {kind} "
         f"({100 * e.fraction_superadditive:.0f}% of subsets cost more than their heads' single costs added).",
-        f"Reason 1 (unequal heads): single costs {'are' if v.unequal_costs else 'are not'} unequal "
-        f"(Gini {one.gini_single_ablation:.2f}); inequality spreads the additive outcomes (sd "
-        f"{e.additive_std_dloss:.3f}) but leaves their mean at {e.additive_expected_dloss:+.3f} (median "
-        f"{e.additive_median_dloss:+.3f}), so it "
-        f"{_holds(v.reason1_unequal_explains)} as the explanation here"
-        + ("." if v.reason1_unequal_explains else " (the observed mean is not close to the additive expectation)."),
+        _reason1(e, v, one),
         f"Reason 2 (survivors compensate without retraining): largest output similarity between two heads "
         f"{two.max_output_similarity:.2f}; {_holds(v.reason2_compensation_holds)}.",
         f"Reason 3 (noisy heads): {three.n_random_subsets_improved} of {three.n_random} random removals lowered "

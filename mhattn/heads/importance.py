@@ -1,7 +1,7 @@
 """How much the loss needs each head: Michel et al. 2019's importance and single-head ablation.
 
-Importance (Michel eq. 3): ``I_h = E_x |∂L(x)/∂ξ_h|`` at ξ = 1, with L(x) the loss of
-one sequence; normalised per layer by its ℓ2 norm (§4.2). Ablation: the loss change
+Importance (Michel et al. 2019, §4.1 "Head Importance Score for Pruning"): ``I_h = E_x |∂L(x)/∂ξ_h|`` at
+ξ = 1, with L(x) the loss of one sequence; normalised per layer by its ℓ2 norm (the same section). Ablation: the loss change
 when one head's output is replaced by zeros (ξ_h = 0) or by its mean over the data.
 """
 
@@ -50,7 +50,7 @@ def head_importance(model, ids, targets, head_mask=None, batch_size=256):
 
 
 def normalise_importance(raw):
-    """Each layer's raw importances ``(L, h)`` divided by that layer's ℓ2 norm (Michel et al. 2019, §4.2)."""
+    """Each layer's raw importances ``(L, h)`` divided by that layer's ℓ2 norm (Michel et al. 2019, §4.1)."""
     norm = np.linalg.norm(raw, axis=1, keepdims=True)
     return raw / np.where(norm > 0, norm, 1.0)
 

@@ -1,7 +1,7 @@
 """One model, one evaluation set, many head masks: the work before the head mask done once.
 
 Ablations, random removals and pruning curves change only which heads pass through
-``head_mask`` (ξ, Michel et al. 2019 eq. 2), and ξ_l first acts in layer l *after* its
+``head_mask`` (ξ, Michel et al. 2019, §2), and ξ_l first acts in layer l *after* its
 attention (step 4 of :mod:`mhattn.functional.mha`). So for each batch we keep, per layer
 l, the block input ``x_l`` and the per-head outputs ``heads_l`` ``(B, h, T, d_k)`` of an
 unmasked forward. A mask whose first row different from all-ones is ``l*`` then costs only
@@ -129,7 +129,7 @@ class HeadMaskEvaluator:
         return dict(self._seen[key])
 
     def importance_grads(self, head_mask=None, batch_size=256):
-        """``E_x |∂L(x)/∂ξ|`` ``(L, h)`` (Michel et al. 2019 eq. 3, raw), from the cache.
+        """``E_x |∂L(x)/∂ξ|`` ``(L, h)`` (Michel et al. 2019, §4.1, raw), from the cache.
 
         The same numbers as :func:`mhattn.heads.importance.head_importance` with this mask and
         batch size: the forward starts at layer 0's head mask (the cached heads), and the
