@@ -66,10 +66,10 @@
       cells.loss.textContent = fmt(loss);
       cells.acc.textContent = pct(model.acc[mask]);
       cells.full.textContent = `loss ${fmt(model.loss[full])}, accuracy ${pct(model.acc[full])}`;
-      cells.additive.textContent = `${fmt(additive)} (the full model's loss plus the single-head costs of the ${removed} heads removed)`;
+      cells.additive.textContent = `${fmt(additive)} (the full model's loss plus the single-head costs of the heads switched off)`;
       cells.percentile.textContent = same.length === 1 ? "the only subset of its size"
         : `${(100 * (lower + ties / 2) / (same.length - 1)).toFixed(1)} percentile: a lower loss than ${same.length - 1 - lower - ties}` +
-          ` and a higher one than ${lower} of the other ${same.length - 1} subsets with ${removed} heads removed`;
+          ` and a higher one than ${lower} of the other ${same.length - 1} subsets with ${removed} head${removed === 1 ? "" : "s"} removed`;
       caption.textContent = `Attention of head ${shown} (${model.roles[shown]}) on one evaluation sequence: rows are queries, columns keys, labelled by token id.`;
       drawMap(svg, model, shown);
     }
