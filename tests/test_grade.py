@@ -269,7 +269,7 @@ def test_hidden_modules_are_stand_ins_that_still_import(ex):
     stubs = stubs_for(ex.hidden_modules, ex.name)
     probe = (
         "import sys; sys.path.insert(0, {!r})\n"
-        "from worker import install_finder; install_finder({!r}, {!r})\n"
+        "from guard import install_finder; install_finder({!r}, {!r})\n"
         "import mhattn.functional, mhattn.nn, mhattn.heads, mhattn.course, mhattn.training\n"
         "import importlib\n"
         "for path in {!r}:\n"

@@ -9,7 +9,7 @@
 - **Their number.** Where the grader may make a control group with a ``pids`` limit (root, or a delegated
   cgroup v2 folder), each worker starts inside its own (:class:`PidsGroup`): a fork bomb's ``fork()`` fails
   at :data:`PIDS_MAX` tasks, and everything in the group is killed at the end, wherever it went. The worker
-  also sets ``RLIMIT_NPROC`` (:func:`mhattn.grade.worker.limit`), which binds every user but root.
+  also sets ``RLIMIT_NPROC`` (:func:`mhattn.grade.guard.limit`), which binds every user but root.
 """
 
 from __future__ import annotations

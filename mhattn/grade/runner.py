@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format  # noqa: F401 - loaded before any worker runs (plain mode watches numpy's files)
 
-from mhattn.grade import imports, launch, sandbox, scan, verdict
+from mhattn.grade import guard, imports, launch, sandbox, scan, verdict
 from mhattn.grade.harness import one_line
 from mhattn.grade.spec import EXERCISES, Exercise, find
 from mhattn.grade.stubs import stubs_for
@@ -90,7 +90,7 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
     stubs = stubs_for(ex.hidden_modules, ex.name)
     make_cmd, seen_as = session.command(ex, path, stubs)
     request = {"file": seen_as, "source": source, "functions": list(ex.functions), "stubs": stubs,
-               "allowed": list(imports.allowed_modules()),
+               "allowed": list(imports.allowed_modules()), "guard": guard.SOURCE,
                "calls": [{"fn": c.fn, "args": list(c.args), "probe": c.probe} for c in calls]}  # fmt: skip
     before = None if session.sandbox else files_state()
     outcome = launch.run(make_cmd, frame(request), limits, session.env(), str(session.tmp / "cwd"))

@@ -1,17 +1,22 @@
-"""Stand-ins for the reference modules of the step being graded.
+"""Stand-ins for the mhattn modules an exercise may not run while it is graded.
 
 While exercise 2 is graded, ``mhattn/functional/softmax.py`` is replaced (in the sandbox: a file
 bound over it; without one: an import hook in the worker) by source text that defines the same
-names, where every function and class of the module raises when used. Modules that import from
-it still import; a route to the reference through another step (e.g. attention weights computed
-by mhattn's attention, which calls mhattn's softmax) raises too.
+names, where every function and class of the module raises when used; so is every other module
+:mod:`mhattn.grade.routes` refuses for that exercise (tiled attention, the layers, gradcheck, ...:
+all but what the exercise's own file may use). Modules that import from a stand-in still import;
+a route to the reference through another step (e.g. attention weights computed by mhattn's
+attention, which calls mhattn's softmax, or by tiled attention, which does not) raises too.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import types
+
+from mhattn.grade import routes
 
 _HEADER = '''"""Hidden while {exercise} is graded: {module} is the reference for this step."""
 
@@ -56,9 +61,20 @@ def _line(modname: str, name: str, obj) -> str:
     return f"{name} = _Hidden({name!r})"
 
 
+_UNIMPORTABLE = '''"""Hidden while {exercise} is graded."""
+
+raise ModuleNotFoundError("{module} is hidden while {exercise} is graded: write this step yourself", name={module!r})
+'''
+
+
+@functools.lru_cache(maxsize=None)
 def stub_source(modname: str, exercise: str) -> str:
-    """Python source of the stand-in for ``modname`` while ``exercise`` is graded."""
-    module = importlib.import_module(modname)
+    """Python source of the stand-in for ``modname`` while ``exercise`` is graded (one that raises on import where
+    the grader cannot import ``modname`` itself, e.g. a missing optional library: the worker could not either)."""
+    try:
+        module = importlib.import_module(modname)
+    except Exception:  # noqa: BLE001 - whatever stops the import here stops it in the worker
+        return _UNIMPORTABLE.format(module=modname, exercise=exercise)
     lines = [_HEADER.format(module=modname, exercise=exercise)]
     for name, obj in vars(module).items():
         if name.startswith("__") or isinstance(obj, types.ModuleType) or name == "annotations":
@@ -70,5 +86,6 @@ def stub_source(modname: str, exercise: str) -> str:
 
 
 def stubs_for(modules, exercise: str) -> dict[str, str]:
-    """``{module name: stand-in source}`` for every hidden module of an exercise."""
-    return {m: stub_source(m, exercise) for m in modules}
+    """``{module name: stand-in source}`` for ``modules`` (an exercise's banned references) and every module
+    :func:`mhattn.grade.routes.refused` names for ``exercise``."""
+    return {m: stub_source(m, exercise) for m in sorted({*modules, *routes.refused(exercise)})}

@@ -3,8 +3,9 @@
 The grader (:mod:`mhattn.grade.launch`) runs ``python -I -S worker.py REQUEST_FD REPLY_FD DONE_FD MEMORY CPU
 FILE_SIZE PATH``: isolated (no ``PYTHON*`` variables, no user site) and without ``site`` (no ``.pth`` file, no
 ``sitecustomize``: nothing a start-up file names runs here), ``PATH`` a JSON list of the folders that hold mhattn
-and numpy. It reads the request (which functions to call with which inputs), sets its own limits, imports the
-learner's file, makes each call, writes the results to ``REPLY_FD`` and one byte to ``DONE_FD``, then
+and numpy. It reads the request (which functions to call with which inputs, and the text of
+:mod:`mhattn.grade.guard`), sets its own limits and import hook (stand-ins for the mhattn modules the exercise
+may not run: :mod:`mhattn.grade.routes`), imports the learner's file, makes each call, writes the results to ``REPLY_FD`` and one byte to ``DONE_FD``, then
 waits to be killed with everything it started.
 The reply holds return values, and each call's inputs as they were after the call (the grader compares them
 with what it sent: :mod:`mhattn.grade.inplace`): arrays as ``.npy`` (read back with ``allow_pickle=False``),
@@ -150,11 +151,11 @@ def mha_loss(data):
     """``loss(ξ)`` = mean squared distance of multi-head attention (head mask ξ) to a target."""
     import numpy as np
 
-    from mhattn.functional import multi_head_attention_forward
-
     x, target, params, h = data["x"], data["target"], data["params"], data["num_heads"]
 
-    def loss(xi):
+    def loss(xi):  # mhattn imported at the first call: after the worker's import hook, as the exercise may
+        from mhattn.functional import multi_head_attention_forward
+
         if not isinstance(xi, np.ndarray) or xi.shape != (h,):
             raise ValueError(f"loss_fn was given a head mask of shape {getattr(xi, 'shape', type(xi))}, expected ({h},)")
         out = multi_head_attention_forward(x, x, x, params, h, head_mask=xi.astype(np.float64))[0]
@@ -173,35 +174,6 @@ def make_callable(kind, data):
 
 
 # ---- running the learner's code -----------------------------------------------------------
-def install_finder(sources: dict, allowed, stdlib: list | None = None) -> None:
-    """Serve ``sources[name]`` (a raising stand-in) for hidden modules; refuse imports beyond ``allowed`` and the
-    standard library: a name Python knows as one, or a module found in ``stdlib`` (the interpreter's own folders,
-    e.g. ``sysconfig``'s ``_sysconfigdata_*``)."""
-    import importlib.abc
-    import importlib.machinery
-    import importlib.util
-
-    ok = {*allowed, *sys.stdlib_module_names, *sys.builtin_module_names}
-    if stdlib is None:  # not started by the grader (-I -S): the path's folders that are not package folders
-        stdlib = [d for d in sys.path if d and not d.rstrip("/").endswith(("site-packages", "dist-packages"))]
-
-    class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-        def find_spec(self, name, path, target=None):
-            top = name.partition(".")[0]
-            known = top in ok or (path is None and importlib.machinery.PathFinder.find_spec(top, stdlib) is not None)
-            if not known or f"{name}.".startswith("mhattn.grade."):  # torch, the grader: references too
-                raise ModuleNotFoundError(f"{name} is not available while grading: use NumPy (and mhattn) only", name=name)
-            return importlib.util.spec_from_loader(name, self, origin="hidden") if name in sources else None
-
-        def create_module(self, spec):
-            return None
-
-        def exec_module(self, module):
-            exec(compile(sources[module.__name__], f"<hidden {module.__name__}>", "exec"), module.__dict__)
-
-    sys.meta_path.insert(0, Finder())
-
-
 def load(path: str, source: str) -> types.ModuleType:
     """Execute the learner's source as a new module named after the file (not put in sys.modules)."""
     module = types.ModuleType(f"submission_{os.path.basename(path)[:-3]}")
@@ -298,61 +270,27 @@ def run(request: dict) -> dict:
     return {"load": None, "missing": [], "outcomes": [call_one(module, c, path) for c in request["calls"]]}
 
 
-SPARE_TASKS = 64  # processes and threads a submission may add to those its user already has
-
-
-def limit(memory: int, cpu: int, file_size: int) -> None:
-    """Address space, CPU seconds, file size, processes; on Linux, adopt orphans (a double fork) so the grader finds them.
-
-    ``RLIMIT_NPROC`` counts the user's tasks (in the sandbox, those of its user namespace), so it is set to the
-    tasks this user has now plus :data:`SPARE_TASKS`. It does not bind root: the grader puts the worker in a
-    control group with a pids limit where it can (:mod:`mhattn.grade.reap`).
-    """
-    import ctypes
-    import ctypes.util
-    import resource
-
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).prctl(36, 1, 0, 0, 0)  # 36: PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError, TypeError):  # not Linux: the grader kills the process group only
-        pass
-    tasks = _tasks() + SPARE_TASKS
-    for kind, soft, hard in [(resource.RLIMIT_AS, memory, memory), (resource.RLIMIT_CPU, cpu, cpu + 1),
-                             (resource.RLIMIT_CORE, 0, 0), (resource.RLIMIT_FSIZE, file_size, file_size),
-                             (resource.RLIMIT_NPROC, tasks, tasks)]:  # fmt: skip
-        try:
-            resource.setrlimit(kind, (soft, hard))
-        except (ValueError, OSError):  # e.g. RLIMIT_AS on macOS: that limit is then not there
-            pass
-
-
-def _tasks() -> int:
-    """Threads of the processes of this real user id that /proc shows (0 where there is no /proc)."""
-    total, uid = 0, os.getuid()
-    for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        try:
-            with open(f"/proc/{pid}/status", "rb") as f:
-                fields = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
-            if int(fields[b"Uid"].split()[0]) == uid:
-                total += int(fields[b"Threads"])
-        except (OSError, KeyError, ValueError, IndexError):
-            continue
-    return total
+def guard(source: str) -> types.ModuleType:
+    """The grader's :mod:`mhattn.grade.guard` (limits and imports), run from the text the request carries."""
+    module = types.ModuleType("mhattn_grade_guard")  # not in sys.modules
+    exec(compile(source, "<mhattn.grade.guard>", "exec"), module.__dict__)
+    return module
 
 
 def main(argv: list) -> None:
     req_fd, reply_fd, done_fd, memory, cpu, file_size = (int(a) for a in argv[:6])
     stdlib = list(sys.path)  # run with -I -S: the interpreter's own folders only
     sys.path += json.loads(argv[6])
-    limit(memory, cpu, file_size)
-    with os.fdopen(req_fd, "rb") as f:
+    with os.fdopen(req_fd, "rb") as f:  # the grader's request: trusted, read before any limit
         request = read_frame(f.read(), allow_fn=True)
+    rules = guard(request["guard"])
+    rules.limit(memory, cpu, file_size)
     for fd in (reply_fd, done_fd):
         os.set_inheritable(fd, False)
     import numpy as np
 
     np.seterr(all="ignore")  # a learner's overflow shows up as a NaN in the comparison instead (a probed call: a warning)
-    install_finder(request["stubs"], request["allowed"], stdlib)
+    rules.install_finder(request["stubs"], request["allowed"], stdlib)
     result = run(request)
     try:
         with os.fdopen(reply_fd, "wb", closefd=False) as f:

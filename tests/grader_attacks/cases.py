@@ -331,15 +331,38 @@ ATTACKS += (
     Case("exit_leaving_session_helper", "ex05_combine_heads", (ex05_first(_EXIT_LEAVING_HELPER),), "exit code 0"),
     Case("stdlib_sysconfig", "ex05_combine_heads", (at_import(EX05, "import sysconfig\nsysconfig.get_paths()"),), full=True),
 )  # fmt: skip
-OPEN = (  # issue 19: a reference by another route, not closed yet (test_grade_attacks: a strict xfail)
-    Case("tiled_backward_for_ex04", "ex04_attention_backward", (Edit("ex04_attention_backward.py",
-         "    # step 4 was: out = weights @ v\n", """    import importlib
+# issue 19: a reference for the step by another route (mhattn.grade.routes); each of these scores full marks
+# when no module is hidden (tests/test_grade_routes.py checks that it is a route)
+_TILED_EX04 = """    import importlib
     T = importlib.import_module("mhattn.functional.attention_" + "tiled")
     _, _, cache = T.tiled_attention_forward(q, k, v, weights == 0)
     return T.tiled_attention_backward(dout, cache)
-"""),), "is hidden while ex04_attention_backward is graded"),
+"""
+_TILED_EX03 = """    import importlib
+    T = importlib.import_module("mhattn.functional.attention_" + "tiled")
+    eye = np.eye(k.shape[-2], dtype=q.dtype)
+    eye = np.broadcast_to(eye, k.shape[:-2] + eye.shape)  # values = identity: the output is the weights
+    return T.tiled_attention_forward(q, k, v, mask, causal=causal)[0], T.tiled_attention_forward(q, k, eye, mask, causal=causal)[0]
+"""
+_TILED_EX02 = """
+import importlib
+T = importlib.import_module("mhattn.functional.attention_" + "tiled")
+S = scores.shape[-1]
+q = scores.reshape((-1, 1) + scores.shape[-2:]) * np.sqrt(S)  # keys and values the identity: q k^T / sqrt(S) = scores
+eye = np.broadcast_to(np.eye(S, dtype=scores.dtype), q.shape[:2] + (S, S))
+m = None if mask is None else np.broadcast_to(mask, scores.shape).reshape(q.shape)
+return T.tiled_attention_forward(q.astype(scores.dtype), eye, eye, m)[0].reshape(scores.shape)
+"""
+ROUTES = (
+    Case("tiled_backward_for_ex04", "ex04_attention_backward", (Edit("ex04_attention_backward.py",
+         "    # step 4 was: out = weights @ v\n", _TILED_EX04),), "is hidden while ex04_attention_backward is graded"),
+    Case("tiled_identity_softmax_for_ex02", EX02[:-3], (ex02_instead(_TILED_EX02),),
+         "is hidden while ex02_softmax is graded"),
+    Case("tiled_forward_and_weights_for_ex03", "ex03_attention_forward", (Edit("ex03_attention_forward.py",
+         "    T, S = q.shape[-2], k.shape[-2]\n", _TILED_EX03),), "is hidden while ex03_attention_forward is graded"),
 )  # fmt: skip
+ATTACKS += ROUTES
 BOMB = Case("fork_bomb", "ex05_combine_heads", (ex05_first(_FORK_BOMB),), "")
-ALL = WRONG + ATTACKS + OPEN
+ALL = WRONG + ATTACKS
 assert len({c.name for c in ALL}) == len(ALL)
 assert all(set(c.modes) <= set(BOTH) for c in ALL) and MARKER
