@@ -64,6 +64,7 @@ def _visit(context, base, path, screenshot=None):
     page.on("response", lambda r: rec["failed"].append(f"{r.url}: HTTP {r.status}") if r.status >= 400 else None)
     page.goto(base + path, wait_until="load")
     page.evaluate(_SETTLE)
+    page.wait_for_load_state("networkidle")  # nothing left in flight to be cut off when the page closes
     rec.update(page.evaluate(_REPORT))
     if screenshot is not None:
         screenshot.parent.mkdir(parents=True, exist_ok=True)
