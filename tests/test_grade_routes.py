@@ -86,10 +86,9 @@ def test_the_tiled_routes_of_the_issue_are_refused():
 
 def test_the_call_graph_follows_aliases_re_exports_and_local_imports():
     """A few edges a wrong graph would miss: module aliases, package re-exports, imports inside a function."""
-    assert routes.reaches("mhattn.functional.attention:scaled_dot_product_attention_forward",
-                          ["mhattn.functional:softmax_forward"]) is False  # it calls masked_softmax, not softmax_forward
-    assert routes.reaches("mhattn.functional.attention:scaled_dot_product_attention_forward",
-                          ["mhattn.functional.softmax:masked_softmax"])  # fmt: skip
+    sdpa = "mhattn.functional.attention:scaled_dot_product_attention_forward"
+    assert not routes.reaches(sdpa, ["mhattn.functional:softmax_forward"])  # it calls masked_softmax, not softmax_forward
+    assert routes.reaches(sdpa, ["mhattn.functional.softmax:masked_softmax"])
     assert "mhattn.functional.tile_threads" in routes.needed("ex10_random_removal")  # tiled calls tiles.<helper>
     assert "mhattn.functional.mha" in {n.partition(":")[0] for n in routes.closure(["mhattn.nn.attention:MultiHeadAttention"])}
     assert "mhattn.heads.expectation" in {n.partition(":")[0] for n in routes.closure(["mhattn.plots.pruning:_expectations"])}
@@ -126,7 +125,8 @@ for modname in request["modules"]:
             signal.alarm(5)
             try:
                 value = obj(*args)
-                results.append({{"values": [_plain(value)] + [_plain(v) for v in (value[:3] if isinstance(value, tuple) else ())]}})
+                items = value[:3] if isinstance(value, tuple) else ()
+                results.append({{"values": [_plain(value)] + [_plain(v) for v in items]}})
             except BaseException as err:
                 results.append({{"raised": type(err).__name__, "hidden": "is hidden while" in str(err)}})
             finally:

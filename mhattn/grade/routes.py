@@ -2,8 +2,8 @@
 
 A step's answer can come from many mhattn functions besides the one the exercise names: exercise 4's
 backward from tiled attention's backward, exercise 2's softmax from tiled attention with identity keys
-and values, a parameter count from freshly built parameters, a backward from ``gradcheck``'s numerical
-gradient. Listing those by hand always misses one, so the rule is the other way round:
+and values, exercise 3's weights from tiled attention with identity values, a parameter count from freshly
+built parameters. Listing those by hand always misses one, so the rule is the other way round:
 
 * an exercise may use what its own file imports from mhattn (:data:`USES`: the skeleton's imports,
   e.g. exercise 4 may call ``softmax_backward``; ``tests/test_grade_routes.py`` checks the table against
@@ -128,7 +128,8 @@ def _top_level(stmts, module: Module) -> None:
             _imports(node, module, module.aliases)
         elif isinstance(node, (ast.If, ast.Try)):
             module.top |= _chains([getattr(node, "test", ast.Constant(None))])
-            for body in (node.body, node.orelse, getattr(node, "finalbody", []), *(h.body for h in getattr(node, "handlers", []))):
+            handlers = [h.body for h in getattr(node, "handlers", [])]
+            for body in (node.body, node.orelse, getattr(node, "finalbody", []), *handlers):
                 _top_level(body, module)
         else:
             targets = [t for n in ast.walk(node) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
@@ -216,13 +217,13 @@ def entries(exercise: str) -> tuple[str, ...]:
     return (*uses, *UTILITIES)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def needed(exercise: str) -> frozenset[str]:
     """The modules whose code runs when ``exercise`` uses what it may (they stay real)."""
     return frozenset(n.partition(":")[0] for n in closure(entries(exercise)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def refused(exercise: str) -> tuple[str, ...]:
     """The mhattn modules replaced by stand-ins while ``exercise`` is graded: every module below the grader that
     defines a function or a class, except those :func:`needed` by what the exercise may use."""

@@ -67,7 +67,7 @@ raise ModuleNotFoundError("{module} is hidden while {exercise} is graded: write 
 '''
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def stub_source(modname: str, exercise: str) -> str:
     """Python source of the stand-in for ``modname`` while ``exercise`` is graded (one that raises on import where
     the grader cannot import ``modname`` itself, e.g. a missing optional library: the worker could not either)."""

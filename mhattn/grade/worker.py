@@ -5,8 +5,8 @@ FILE_SIZE PATH``: isolated (no ``PYTHON*`` variables, no user site) and without 
 ``sitecustomize``: nothing a start-up file names runs here), ``PATH`` a JSON list of the folders that hold mhattn
 and numpy. It reads the request (which functions to call with which inputs, and the text of
 :mod:`mhattn.grade.guard`), sets its own limits and import hook (stand-ins for the mhattn modules the exercise
-may not run: :mod:`mhattn.grade.routes`), imports the learner's file, makes each call, writes the results to ``REPLY_FD`` and one byte to ``DONE_FD``, then
-waits to be killed with everything it started.
+may not run: :mod:`mhattn.grade.routes`), imports the learner's file, makes each call, writes the results to
+``REPLY_FD`` and one byte to ``DONE_FD``, then waits to be killed with everything it started.
 The reply holds return values, and each call's inputs as they were after the call (the grader compares them
 with what it sent: :mod:`mhattn.grade.inplace`): arrays as ``.npy`` (read back with ``allow_pickle=False``),
 numbers, strings and lists as JSON. Scores, expected values and seeds never reach this process, nor a copy of

@@ -342,7 +342,8 @@ _TILED_EX03 = """    import importlib
     T = importlib.import_module("mhattn.functional.attention_" + "tiled")
     eye = np.eye(k.shape[-2], dtype=q.dtype)
     eye = np.broadcast_to(eye, k.shape[:-2] + eye.shape)  # values = identity: the output is the weights
-    return T.tiled_attention_forward(q, k, v, mask, causal=causal)[0], T.tiled_attention_forward(q, k, eye, mask, causal=causal)[0]
+    out = T.tiled_attention_forward(q, k, v, mask, causal=causal)[0]
+    return out, T.tiled_attention_forward(q, k, eye, mask, causal=causal)[0]
 """
 _TILED_EX02 = """
 import importlib
