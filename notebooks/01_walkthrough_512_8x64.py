@@ -97,7 +97,7 @@ for h in (1, 2, 8, 16):
 #
 # ### And the same arithmetic
 #
-# Vaswani et al. (2017, §3.2.2) say more than that: "due to the reduced dimension of each head, the total computational cost is similar to that of single-head attention with full dimensionality". Count the floating-point operations of one forward pass at fixed d_model = 512 (`counting.attention_flops`; B = 1, T = S = 128):
+# Vaswani et al. (2017) do not count parameters; what they state (§3.2.2) is a claim about cost: "due to the reduced dimension of each head, the total computational cost is similar to that of single-head attention with full dimensionality". Count the floating-point operations of one forward pass at fixed d_model = 512 (`counting.attention_flops`; B = 1, T = S = 128):
 
 # %%
 flops = {h: counting.attention_flops(1, 128, 128, d, h) for h in (1, 2, 4, 8, 16)}
@@ -122,7 +122,7 @@ for h in (1, 2, 4, 8, 16):
 # %% [markdown]
 # ### A formula often quoted for this count counts another layer
 #
-# Explanations of multi-head attention sometimes give the count as `h · 3 · (d_model/h)² + d_model²` and say it simplifies to `4 · d_model²`, "the same as single-head attention". The paper (Vaswani et al. 2017, §3.2.2) only says that the total computational cost is similar to that of single-head attention with full dimensionality. The formula does not simplify that way. With d_model = 512 and h = 8:
+# Explanations of multi-head attention sometimes give the count as `h · 3 · (d_model/h)² + d_model²` and say it simplifies to `4 · d_model²`, "the same as single-head attention". The paper gives no parameter count at all: its only statement on the matter is the cost claim of §3.2.2 quoted above. The formula does not simplify that way. With d_model = 512 and h = 8:
 
 # %%
 d, h = 512, 8

@@ -20,7 +20,7 @@
 #
 # **Learning objectives.** After this notebook you can
 #
-# 1. show with numbers why the scores are divided by $\sqrt{d_k}$: the variance of a dot product grows with $d_k$, and large scores saturate the softmax: most queries then get almost no gradient and a few get large, spiky ones;
+# 1. show with numbers why the scores are divided by $\sqrt{d_k}$: the variance of a dot product grows with $d_k$, and large scores saturate the softmax: in wide heads (here d_k = 1024, not yet at the usual 64) most queries then get almost no gradient and a few get large, spiky ones;
 # 2. explain why a softmax subtracts the row maximum before `exp`, and see the overflow when it does not;
 # 3. build and read causal and padding masks, including a query that may see no key at all;
 # 4. draw attention weights as heatmaps.
@@ -94,7 +94,7 @@ for d in d_ks:
         print(f"{d:>6} {label:>9} {pct[0]:>9.3f} {pct[1]:>9.2f} {pct[2]:>9.1f} {g.max():>9.1f} {np.mean(g < 1e-3):>12.0%}")
 
 # %% [markdown]
-# At the widest head in the table, the unscaled median query gets a gradient many times smaller than the scaled one, while its largest gradients are many times larger. The cell below checks exactly that, with factors of 100 and 10:
+# At the widest head in the table, the unscaled median query gets a gradient many times smaller than the scaled one, while its largest gradients are many times larger. The cell below checks exactly that, with factors of 100 and 10. At d_k = 64, the head width of Vaswani et al.'s base model, the starving has not set in: the unscaled median query gets *more* gradient than the scaled one, and only its tail is spiky (also checked below):
 
 # %%
 wide = d_ks[-1]
@@ -104,6 +104,11 @@ print(f"d_k = {wide}: 99th percentile unscaled / scaled = {np.percentile(un, 99)
 print(f"d_k = {wide}: share of unscaled queries with ||dq|| < 1e-3: {np.mean(un < 1e-3):.0%} (scaled: {np.mean(sc < 1e-3):.0%})")
 assert np.median(un) < np.median(sc) / 100  # most rows get almost nothing
 assert np.percentile(un, 99) > 10 * np.percentile(sc, 99)  # a few get large, spiky gradients
+sc64, un64 = norms[64, True], norms[64, False]
+print(f"d_k = 64: median unscaled / scaled = {np.median(un64) / np.median(sc64):.2f}; "
+      f"99th percentile unscaled / scaled = {np.percentile(un64, 99) / np.percentile(sc64, 99):.1f}")  # fmt: skip
+assert np.median(un64) > np.median(sc64)  # at d_k = 64 the typical unscaled query is not starved
+assert np.percentile(un64, 99) > 5 * np.percentile(sc64, 99)  # but its tail is already spiky
 
 # %%
 fig = Figure(figsize=(9, 3.4), layout="constrained")  # no pyplot state; titles never overlap
@@ -123,7 +128,7 @@ medians = [np.median(norms[d, True]) for d in d_ks]  # scaled: the median gradie
 assert medians == sorted(medians)
 
 # %% [markdown]
-# With the scaling, the weights stay equally peaked as $d_k$ grows, and the gradient reaching $q$ grows smoothly with the key length. Without it, wide heads start training with one-hot attention: a typical query learns nothing, and a rare one gets a kick.
+# With the scaling, the weights stay equally peaked as $d_k$ grows, and the gradient reaching $q$ grows smoothly with the key length. Without it, wide heads start training with nearly one-hot attention: at d_k = 1024 a typical query learns almost nothing, and a rare one gets a kick. The condition matters: at d_k = 64 (16 keys, unit-variance inputs as here) the typical unscaled query is not starved, and what the scaling removes there is the spiky tail.
 #
 # ## 3. A softmax that does not overflow
 #
@@ -139,7 +144,7 @@ assert np.isnan(naive[1]).all() and np.allclose(stable[0], stable[1])  # same ro
 # %% [markdown]
 # ## 4. Masks
 #
-# mhattn follows torch's convention: a boolean mask is **True where attention is not allowed**. A masked score is replaced by $-\infty$, so its weight is exactly 0.
+# mhattn follows the convention of torch's `nn.MultiheadAttention` (its `attn_mask` and `key_padding_mask`): a boolean mask is **True where attention is not allowed**. A masked score is replaced by $-\infty$, so its weight is exactly 0. Beware: torch's `F.scaled_dot_product_attention` reads a boolean `attn_mask` the other way round, **True where attention is allowed** (its documentation says so), so a mask passed from one to the other must be inverted (`~mask`).
 #
 # * **Causal** (decoder self-attention): query $t$ may see keys $0..t$, its own position included. The mask is True strictly above the diagonal.
 # * **Padding**: sequences in a batch are padded to one length; a `key_padding_mask` of shape `(B, S)` hides the padding keys from every query.

@@ -127,7 +127,7 @@ print(inspect.getsource(F.scaled_dot_product_attention_backward))
 # %% [markdown]
 # ## Step 4: the head mask
 #
-# Forward: $\tilde h_i = \xi_i h_i$. Backward: $\partial L/\partial h_i = \xi_i\, \partial L/\partial \tilde h_i$ and $\partial L/\partial \xi_i = \langle h_i, \partial L/\partial \tilde h_i \rangle$, summed over positions and features. That second number is what Michel et al. (2019) use to rank heads: exercise 9.
+# Forward: $\tilde h_i = \xi_i h_i$. Backward: $\partial L/\partial h_i = \xi_i\, \partial L/\partial \tilde h_i$ and $\partial L/\partial \xi_i = \langle h_i, \partial L/\partial \tilde h_i \rangle$, summed over positions and features. Michel et al. (2019, §4.1, "Head Importance Score for Pruning") rank heads by the *absolute* value of that number averaged over the data, $I_h = \mathbb{E}_x |\partial L(x)/\partial \xi_h|$, and normalise the scores within each layer by their ℓ2 norm; the signed $\partial L/\partial \xi_i$ here is the ingredient, computed per example: exercise 9.
 #
 # ## All six steps together
 #

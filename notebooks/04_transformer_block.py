@@ -148,7 +148,7 @@ report("feed-forward (dx, dW1, db1, dW2, db2)", check_backward(feedforward_forwa
 # %% [markdown]
 # ## 5. Residuals, and where the LayerNorm goes
 #
-# A block has two sub-layers, attention and feed-forward, each wrapped in a residual connection $x + \mathrm{Sublayer}(\cdot)$ (He et al. 2016). Where the LayerNorm sits is the one design choice that differs between the paper and most models since:
+# A block has two sub-layers, attention and feed-forward, each wrapped in a residual connection $x + \mathrm{Sublayer}(\cdot)$ (He et al. 2016). Where the LayerNorm sits is one of several design choices that differ between the paper and many models since (others: the feed-forward's activation, ReLU in the paper (§3.3) and in mhattn, GELU in BERT and GPT-2; and the position encoding, fixed sinusoids in the paper (§3.5) and in mhattn, learned position embeddings in BERT and GPT-2). It is the one this notebook compares:
 #
 # * **post-LN** (Vaswani et al. 2017, §3.1): $x \leftarrow \mathrm{LN}(x + \mathrm{Sublayer}(x))$. Every block ends with a normalisation.
 # * **pre-LN** (Xiong et al. 2020; GPT-2): $x \leftarrow x + \mathrm{Sublayer}(\mathrm{LN}(x))$, plus one LayerNorm after the last block. The residual path is an identity from input to output.
