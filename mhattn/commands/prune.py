@@ -15,7 +15,7 @@ from mhattn.heads.report import PruneReport
 from mhattn.training.checkpoint import SHIPPED, CheckpointError, load_checkpoint
 from mhattn.training.tasks import task_from_meta
 
-DEFAULTS = {"roles": ["roles-plain", "roles-headdropout"], "text": ["text"]}
+DEFAULTS = {"roles": ["roles-plain", "roles-headdropout"], "text": ["text"], "text-deep": ["text-deep"]}
 
 
 def _checkpoint(text: str) -> str:
@@ -27,15 +27,16 @@ def _checkpoint(text: str) -> str:
 
 def add_parser(sub, name):
     p = sub.add_parser(name, help="remove heads at random / by importance from trained models; write report.json and plots")
-    p.add_argument("--task", choices=["roles", "text"], default="roles",
-                   help="which shipped checkpoints when no --checkpoint is given (roles: both side by side)")  # fmt: skip
+    p.add_argument("--task", choices=list(DEFAULTS), default="roles",
+                   help="which shipped checkpoints when no --checkpoint is given (roles: both side by side; "
+                        "text-deep: 4 layers x 8 heads, notebook 10)")  # fmt: skip
     p.add_argument("--checkpoint", type=_checkpoint, action="append", default=None,
                    help="a checkpoint file or shipped name (repeatable); default: the --task's shipped ones")  # fmt: skip
     p.add_argument("--remove", type=positive_int, default=6,
                    help="heads removed at once, 1 to the model's number of heads (L*h)")  # fmt: skip
     p.add_argument("--n-random", type=int_in(1, 100_000), default=100, help="random subsets of --remove heads")
     p.add_argument("--eval-size", type=int_in(1, 100_000), default=None,
-                   help="evaluation sequences; default: 512 for roles, 256 for text")  # fmt: skip
+                   help="evaluation sequences; default: 512 for roles, 256 for text and text-deep")  # fmt: skip
     p.add_argument("--curve-orders", type=int_in(1, 1000), default=3, help="random orders averaged in the pruning curve")
     p.add_argument("--finetune-steps", type=int_in(0, 100_000), default=100, help="fine-tuning steps after pruning")
     p.add_argument("--gate-steps", type=int_in(0, 100_000), default=200, help="hard-concrete gate steps (0 skips)")

@@ -37,6 +37,7 @@ SHIPPED = {
     "roles-headdropout": "roles-headdropout.npz",
     "text": "text.npz",
     "roles-6heads": "roles-6heads.npz",  # 6 heads from scratch (notebook 07)
+    "text-deep": "text-deep.npz",  # 4 layers x 8 heads on Python's documentation (notebook 10)
 }
 
 

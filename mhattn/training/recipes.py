@@ -22,10 +22,17 @@ RECIPES = {
                          lr=3e-3, head_dropout=0.0, file="roles-6heads.npz"),
     "text": dict(task="text", d_model=96, num_heads=12, num_layers=1, d_ff=384, steps=2500, batch_size=32,
                  lr=3e-3, head_dropout=0.0, file="text.npz"),
+    # 4 layers x 8 heads (d_k 8) on 700 K characters of Python's documentation (textdata.py; notebook 10)
+    "text-deep": dict(task="text-deep", d_model=64, num_heads=8, num_layers=4, d_ff=256, steps=1000, batch_size=32,
+                      lr=3e-3, head_dropout=0.0, file="text-deep.npz"),
 }  # fmt: skip
 
 
 def make_task(name):
+    if name == "text-deep":
+        from mhattn.training.textdata import DeepTextTask
+
+        return DeepTextTask()
     return RolesTask() if name == "roles" else TextTask()
 
 

@@ -173,7 +173,9 @@ def task_from_meta(meta) -> Task:
         ValueError: an unknown task name.
     """
     kw = {k: v for k, v in meta.items() if k != "name"}
-    tasks = {"roles": RolesTask, "text": TextTask}
+    from mhattn.training.textdata import DeepTextTask  # imports this module
+
+    tasks = {"roles": RolesTask, "text": TextTask, "text-deep": DeepTextTask}
     if meta.get("name") not in tasks:
         raise ValueError(f"unknown task {meta.get('name')!r}; expected one of {sorted(tasks)}")
     return tasks[meta["name"]](**kw)
