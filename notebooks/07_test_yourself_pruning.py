@@ -191,8 +191,8 @@ for m in models.values():  # the six weakest cost more together than alone
 # That is reason 2, and it holds there. In the plain model no two heads' outputs are alike and a random six costs a
 # large part of the naive reading: reason 2 fails. In both, almost every random six costs more together than its
 # heads' single costs added up, so single-head scores understate what a group of heads does, and the "six weakest"
-# cost more together than alone; Michel et al.'s iterative procedure (re-scoring after each removal) exists for that
-# reason.
+# cost more together than alone. Re-scoring the survivors after each removal, as the importance curve of
+# `mhattn prune` does, is one way to take such interactions into account.
 #
 # ## Recovery by fine-tuning is re-learning
 #

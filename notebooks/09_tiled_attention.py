@@ -225,7 +225,7 @@ assert mem[-1]["tiled_bytes"] <= plain_rows[-1]["plain_bytes"] / 8
 # %% [markdown]
 # ## 7. In `MultiHeadAttention`
 #
-# `MultiHeadAttention(..., attention="auto")` (the default) takes the tiled path when the weights are not asked for (`need_weights=False`), there is no dropout, and `B·h·T·S` is at least `MultiHeadAttention.TILED_MIN_SCORES`; `attention="tiled"` or `"plain"` forces a path. Dropout needs the whole `(T, S)` keep-mask, so it stays on the plain path. The switch changes nothing in the numbers:
+# `MultiHeadAttention(..., attention="auto")` (the default) takes the tiled path when the weights are not asked for (`need_weights=False`), there is no dropout, and `B·h·T·S` is at least `MultiHeadAttention.TILED_MIN_SCORES`; `attention="tiled"` or `"plain"` forces a path. mhattn's dropout draws the whole `(T, S)` keep-mask and keeps it for the backward pass, so dropout stays on the plain path. That is this code's choice, not a necessity: FlashAttention (Dao et al. 2022, Appendix B, Algorithms 2 and 4) saves only the random generator's state in the forward pass and regenerates each tile's mask from it in the backward pass, so the whole mask is never stored. The switch changes nothing in the numbers:
 
 # %%
 x = rng.standard_normal((2, 40, 16))
