@@ -18,10 +18,12 @@ names it, and the deep model's data file records the hash it was measured on.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import importlib
-import inspect
 import string
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -37,28 +39,19 @@ CHARSET = "\n" + "".join(c for c in string.printable if c.isprintable())  # 96 c
 UNKNOWN = "?"
 
 
-def _public_docs(mod):
-    """Docstrings of ``mod``'s public classes and functions defined in it, and of those classes' public methods."""
-    docs = []
-    for name in sorted(vars(mod)):
-        obj = vars(mod)[name]
-        if name.startswith("_") or getattr(obj, "__module__", None) != mod.__name__:
-            continue
-        if inspect.isclass(obj) or inspect.isfunction(obj):
-            docs.append(inspect.getdoc(obj) or "")
-        if inspect.isclass(obj):
-            docs += [inspect.cleandoc(f.__doc__) for m, f in sorted(vars(obj).items())
-                     if not m.startswith("_") and inspect.isfunction(f) and f.__doc__]  # fmt: skip
-    return [d for d in docs if d]
-
-
+@functools.cache
 def stdlib_docstrings():
-    """The docstrings of :data:`DOC_MODULES` as one string (see the module docstring for the order)."""
-    parts = []
-    for name in sorted(DOC_MODULES):
-        mod = importlib.import_module(name)
-        parts += [inspect.getdoc(mod) or "", *_public_docs(mod)]
-    return "\n\n".join(p for p in parts if p)
+    """The docstrings of :data:`DOC_MODULES` as one string, collected by :mod:`mhattn.training.stdlib_docs` in a
+    fresh interpreter that imports nothing else (see there for the order, and why).
+
+    Raises:
+        RuntimeError: the interpreter failed (its error output is in the message).
+    """
+    script = Path(__file__).with_name("stdlib_docs.py")
+    proc = subprocess.run([sys.executable, "-I", str(script), *DOC_MODULES], capture_output=True, timeout=120)
+    if proc.returncode:
+        raise RuntimeError(f"collecting the standard library's docstrings failed: {proc.stderr.decode(errors='replace')}")
+    return proc.stdout.decode("utf-8")
 
 
 def load_python_text(n_chars=N_CHARS):
