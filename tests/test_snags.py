@@ -245,14 +245,17 @@ def test_every_bad_value_of_a_numeric_option_reads_the_same(command, option, whe
     assert len({err.split(", got ")[0] for err in messages}) == 1, messages  # one phrasing, whatever the value
 
 
-def test_lr_minus_one_and_zero_get_the_same_message(capsys):
+def test_lr_zero_is_accepted_and_negative_values_get_one_message(capsys):
+    """Warm-up schedules produce lr = 0, so the optimisers and ``--lr`` accept it (issue 18, item 7);
+    a negative value gets the one ">= 0" message the optimisers give."""
+    assert cli.build_parser().parse_args(["train", "--lr", "0"]).lr == 0.0  # parsed only: no training run
     errs = []
-    for value in ("-1", "0"):
+    for value in ("-1", "-0.5"):
         with pytest.raises(SystemExit):
             cli.main(["train", "--lr", value])
         errs.append(capsys.readouterr().err)
-    assert errs == [f"mhattn train: error: argument --lr: must be a finite number > 0, got {v} (see mhattn train --help)\n"
-                    for v in ("-1", "0")]  # fmt: skip
+    assert errs == [f"mhattn train: error: argument --lr: must be a finite number >= 0, got {v} (see mhattn train --help)\n"
+                    for v in ("-1", "-0.5")]  # fmt: skip
 
 
 # --- a command without its subcommand ----------------------------------------------------------------------------------
