@@ -9,7 +9,9 @@ the validation windows ``mhattn prune --task text-deep`` uses (``eval_set(256)``
 * every single-head ablation (ξ_h = 0) and Spearman's rank correlation of importance with it;
 * the global pruning curve at 0, 10, ..., 90% of the 32 heads: by importance, re-scored after every 10% as
   Michel et al. (§4.2) do, and along ``--orders`` random orders (median and 10th/90th percentile);
-* how many heads of each layer survive when half are pruned by importance.
+* how many heads of each layer survive when half are pruned by importance;
+* Voita et al. 2019's hard-concrete gates, trained as ``mhattn prune`` trains them (``--gates-only`` adds them to
+  the seeds already in the file).
 
 Writes ``mhattn/data/text-deep-pruning.json`` (notebook 10 reads it; ``tests/test_deep_model.py`` re-computes a
 slice of seed 0)::
@@ -28,7 +30,7 @@ import numpy as np
 
 from mhattn.heads.importance import ablation_deltas, normalise_importance, spearman
 from mhattn.heads.mask_eval import HeadMaskEvaluator
-from mhattn.heads.prune import _mask, michel_iterative
+from mhattn.heads.prune import PruneSettings, _mask, gate_experiment, michel_iterative
 from mhattn.training.checkpoint import DATA_DIR, load_checkpoint, shipped_path
 from mhattn.training.recipes import RECIPES, run_recipe
 from mhattn.training.tasks import task_from_meta
@@ -121,6 +123,14 @@ def cross_eval():
     return {"deep_val": on_deep, "text_val": on_text}
 
 
+def gates(seed, folder):
+    """Voita et al.'s hard-concrete gates on the seed's model, exactly as ``mhattn prune`` trains them (its
+    defaults: 200 steps, λ = 0.05, gate seed 0): ``{"values": (L, h) test-time gates, "open": count}``."""
+    model, meta = load_checkpoint(checkpoint_for(seed, folder))
+    g = gate_experiment(model, task_from_meta(meta["task"]), PruneSettings())
+    return {"values": g["values"], "open": g["open"], "steps": g["steps"], "lambda": g["lambda"]}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -128,7 +138,16 @@ def main() -> None:
     p.add_argument("--checkpoints", default="build/text-deep-seeds", help="folder for the seeds other than 0")
     p.add_argument("--out", default=str(OUT))
     p.add_argument("--merge", action="store_true", help="keep the other seeds already in --out")
+    p.add_argument("--gates-only", action="store_true", help="add the gates of --seeds to the seeds already in --out")
     args = p.parse_args()
+    if args.gates_only:
+        result = json.loads(Path(args.out).read_text())
+        for s in result["seeds"]:
+            if s["seed"] in args.seeds:
+                s["gates"] = gates(s["seed"], args.checkpoints)
+                print(f"seed {s['seed']}: {s['gates']['open']} gates open", flush=True)
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        return
     _, text_meta = load_checkpoint(shipped_path("text-deep"))
     one_layer = load_checkpoint("text")[1]["training"]["val"]["loss"]
     result = {"recipe": RECIPES["text-deep"], "task": text_meta["task"], "text_sha256": text_sha256(),
@@ -137,7 +156,7 @@ def main() -> None:
     if args.merge and Path(args.out).is_file():
         result["seeds"] = [s for s in json.loads(Path(args.out).read_text())["seeds"] if s["seed"] not in args.seeds]
     for seed in args.seeds:
-        result["seeds"].append(measure(seed, args.checkpoints, args.orders))
+        result["seeds"].append({**measure(seed, args.checkpoints, args.orders), "gates": gates(seed, args.checkpoints)})
         r = result["seeds"][-1]
         print(f"seed {seed}: loss {r['loss']:.4f} (bigram {r['bigram_loss']:.4f}), spearman "
               f"{r['spearman_importance_vs_ablation']:.2f}, {r['measure_seconds']} s", flush=True)  # fmt: skip
