@@ -85,7 +85,7 @@ def test_padding_key_holding_garbage_changes_nothing_in_multi_head_attention(rng
 
 
 def test_key_hidden_from_some_queries_only_still_needs_finite_values(rng):
-    """Weight 0 removes any finite value (the README's claim) but 0 * NaN is NaN: the documented limit."""
+    """Weight 0 removes any finite value (docs/library.md's claim) but 0 * NaN is NaN: the documented limit."""
     q, k, v = (rng.standard_normal((1, 1, 2, 4)) for _ in range(3))
     mask = np.array([[False, True], [False, False]])  # key 1 hidden from query 0 only
     v_big = v.copy()

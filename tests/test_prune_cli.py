@@ -48,7 +48,7 @@ def test_prune_writes_the_report_keys_for_both_roles_models(report):
 
 
 def test_prune_report_shows_head_dropout_made_heads_redundant(report):
-    """The plain model has a head it cannot lose; the head-dropout model has none (see the README)."""
+    """The plain model has a head it cannot lose; the head-dropout model has none (see docs/prune_report.md)."""
     _, rep = report
     plain, hd = rep["models"]["roles-plain"], rep["models"]["roles-headdropout"]
     assert plain["q1_unequal_contribution"]["single_ablation_dloss_max"] > 0.5

@@ -14,7 +14,7 @@ from mhattn.training.checkpoint import CheckpointError, load_checkpoint, save_ch
 from mhattn.training.loop import evaluate, head_dropout_mask, train
 from mhattn.training.tasks import RolesTask, Task, TextTask, load_topics_text
 
-# What the README claims for the shipped checkpoints (its "Shipped checkpoints" table).
+# What docs/models.md claims for the shipped checkpoints (its "Shipped checkpoints" table).
 README_MIN_ROLE_ACC = 0.99
 
 

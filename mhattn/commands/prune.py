@@ -74,7 +74,7 @@ def check(args):
                              f"got {args.remove}")  # fmt: skip
 
 
-FORMATS = {  # how a kind of value is printed: levels without a sign, changes with one, as the README's table
+FORMATS = {  # how a kind of value is printed: levels without a sign, changes with one, as docs/prune_report.md's table
     "loss": "{:.4f}",  # a loss in nats
     "dloss": "{:+.3f}",  # a change of loss (positive = worse)
     "acc": "{:.1%}",  # an accuracy, a share or a fraction, as a percentage

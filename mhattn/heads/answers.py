@@ -1,6 +1,6 @@
 """The three answers of ``mhattn prune``, computed from :func:`~mhattn.heads.prune.run_prune`'s numbers.
 
-Each is a dataclass whose field names are the keys of ``report.json`` (documented in the README):
+Each is a dataclass whose field names are the keys of ``report.json`` (documented in docs/prune_report.md):
 
 * :class:`UnequalContribution` (``q1_unequal_contribution``): do heads contribute unequally, and how unequally?
 * :class:`Compensation` (``q2_compensation``): do the remaining heads compensate (redundancy, fine-tuning recovery)?

@@ -4,7 +4,7 @@ Each case is a list of edits ``(file, old text, new text)`` applied to a freshly
 ``solutions/`` (``old`` must occur exactly once), the one exercise it attacks, and what the grader
 must answer: 0 points with ``words`` in the reason (or, with ``full``, the exercise's full points: a
 correct answer that also starts a child or a thread). ``modes`` says where the grader must hold:
-``"sandbox"`` (bubblewrap) and/or ``"plain"`` (no sandbox); see the README's trust model.
+``"sandbox"`` (bubblewrap) and/or ``"plain"`` (no sandbox); see the trust model in docs/grading.md.
 Every process a case starts carries :data:`MARKER` in its command line, so a test can look for it.
 """
 
