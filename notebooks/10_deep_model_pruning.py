@@ -26,7 +26,7 @@
 # - say which layers keep how many heads when half are pruned, and which heads Voita et al.'s trained gates close;
 # - say what of the papers' findings this small model reproduces and what it cannot test.
 #
-# The measurements are heavy (minutes per training seed), so `benchmarks/deep_pruning.py` made them once and wrote
+# The measurements are heavy (minutes per training seed), so `benchmarks/deep_pruning.py` (in a clone of the repository; the wheel does not ship it) made them once and wrote
 # `mhattn/data/text-deep-pruning.json`; this notebook reads that file, and `tests/test_deep_model.py` re-computes a
 # slice of it from the shipped checkpoint. `mhattn prune --task text-deep` runs the same experiment (same 256
 # validation windows, same importance, ablations and gates) and adds random subsets and fine-tuning.
@@ -295,4 +295,4 @@ assert all(agreement(c, r) - agreement(c, i) > 0.2 for c, r, i in zip(closed, ra
 # (`exercises/ex10_random_removal.py`) gives the additive expectation of a random removal: compare it with the
 # random-order median here. **Try it yourself.** `mhattn prune --task text-deep --out prune_deep` runs the whole
 # experiment on this model (random subsets, fine-tuning and hard-concrete gates as well; a few minutes), and
-# `python benchmarks/deep_pruning.py --seeds 0 1 2` re-makes the data file this notebook reads.
+# in a clone of the repository, `python benchmarks/deep_pruning.py --seeds 0 1 2` re-makes the data file this notebook reads.
