@@ -2,8 +2,8 @@
 
 Times ``MultiHeadAttention`` forward + backward (float32, self-attention) in the working tree and in an
 older commit checked out into a temporary git worktree, in alternating child processes (each child warms
-up, then times ``--inner`` calls and prints their median), ``--rounds`` rounds; prints each side's median
-of round medians and the ratio new/old per shape. The shapes: the reference shape (B 16, T 128,
+up, then times ``--inner`` samples of about 20 ms of calls each and prints their median), ``--rounds`` rounds;
+prints each side's median of round medians and the ratio new/old per shape. The shapes: the reference shape (B 16, T 128,
 d_model 512, h 8), exercise size (B 2, T 16, d_model 64, h 4), and the tiled path (``--tiled``:
 B 2, T 1024 and B 1, T 2048, d_model 512, h 8, ``block_k`` default, ``need_weights=False``).
 Not a test: run it by hand, with both OpenBLAS variables unset in that command only:
@@ -38,13 +38,17 @@ kw = {"need_weights": False} if tiled else {}
 def run():
     mha.forward(x, **kw)
     mha.backward(dout)
-for _ in range(3):
+t0 = time.perf_counter()
+run()
+batch = max(1, int(0.02 / (time.perf_counter() - t0)))  # calls per sample: about 20 ms
+for _ in range(max(3, 2 * batch)):  # warm-up: caches, lazy imports, the allocator
     run()
 times = []
-for _ in range(inner):
+for _ in range(inner):  # each sample: a batch of calls lasting about 20 ms, so the timer's resolution does not matter
     t0 = time.perf_counter()
-    run()
-    times.append(time.perf_counter() - t0)
+    for _ in range(batch):
+        run()
+    times.append((time.perf_counter() - t0) / batch)
 print(statistics.median(times))
 """
 
