@@ -201,3 +201,17 @@ def test_solutions_score_full_marks_without_a_sandbox(tmp_path):
     """The refused modules never break what a solution imports (the sandboxed run: tests/test_grade.py)."""
     report = grade(write_submission(tmp_path, ()), seed=7, sandbox_mode=False)
     assert report["total"] == report["max_total"], [r["reason"] for r in report["exercises"] if r["points"] < r["max_points"]]
+
+
+def test_course_materials_shipped_as_data_are_not_modules(tmp_path):
+    """The wheel ships the notebooks' sources as data (``mhattn/course_materials/notebooks/03_...py``): they are
+    not importable modules, so the grader neither hides nor imports (runs) them."""
+    from mhattn.grade.routes import module_names
+
+    pkg = tmp_path / "mhattn"
+    (pkg / "functional").mkdir(parents=True)
+    (pkg / "course_materials" / "notebooks").mkdir(parents=True)
+    for f in ("__init__.py", "functional/__init__.py", "functional/softmax.py", "course_materials/notebooks/03_backprop.py",
+              "course_materials/notebooks/helper.py"):  # fmt: skip
+        (pkg / f).write_text("print('ran')\n")
+    assert sorted(module_names(pkg)) == ["mhattn", "mhattn.functional", "mhattn.functional.softmax"]

@@ -56,10 +56,18 @@ class Module:
 
 
 def module_names(package: Path = PACKAGE) -> dict[str, Path]:
-    """``{module name: source file}`` of every mhattn module below the grader."""
+    """``{module name: source file}`` of every mhattn module below the grader.
+
+    Only importable modules count: every folder on the way is a package (has ``__init__.py``) and every name is an
+    identifier, so the course materials shipped as data in the wheel (``course_materials/notebooks/*.py``) are
+    neither modules nor run.
+    """
     out = {}
     for path in sorted(package.rglob("*.py")):
         parts = path.relative_to(package.parent).with_suffix("").parts
+        folders = [package.parent.joinpath(*parts[:i]) for i in range(1, len(parts))]
+        if not all(p.isidentifier() for p in parts) or not all((f / "__init__.py").is_file() for f in folders):
+            continue
         parts = parts[:-1] if parts[-1] == "__init__" else parts
         if len(parts) == 1 or parts[1] not in ABOVE:
             out[".".join(parts)] = path

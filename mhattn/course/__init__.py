@@ -1,0 +1,1 @@
+"""What only the course needs: the walkthrough, counting, the head-count sweep, lessons, scaling, notebook display."""

@@ -1,0 +1,1 @@
+"""Figures built with matplotlib.figure.Figure, no global state (used by heads, course, commands and the notebooks)."""
