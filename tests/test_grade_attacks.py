@@ -153,12 +153,18 @@ def test_without_a_sandbox_a_changed_startup_file_is_reported(tmp_path):
     """Plain mode cannot stop a write to site-packages; it scores 0 and names the file (a harmless .pth here)."""
     target = Path(site.getsitepackages()[0]) / "zz_mhattn_attack_plain.pth"
     code = f"with open({str(target)!r}, 'w') as f:\n    f.write('# harmless\\n')"
+    row = _graded_without_sandbox(tmp_path, code, target)
+    assert row["points"] == 0 and f"changed {target} while it was graded" in row["reason"], row["reason"]
+
+
+def _graded_without_sandbox(tmp_path, code, *cleanup):
+    """ex05's row after a plain-mode grade of a submission that runs ``code`` at import; ``cleanup`` files removed."""
     folder = write_submission(tmp_path, (at_import("ex05_combine_heads.py", code),))
     try:
-        report = grade(folder, only=["ex05"], sandbox_mode=False)
+        return grade(folder, only=["ex05"], sandbox_mode=False)["exercises"][0]
     finally:
-        target.unlink(missing_ok=True)
-    assert report["total"] == 0 and f"changed {target} while it was graded" in report["exercises"][0]["reason"]
+        for path in cleanup:
+            path.unlink(missing_ok=True)
 
 
 def test_without_a_sandbox_a_rewrite_that_keeps_size_and_mtime_is_reported(tmp_path):
@@ -289,12 +295,6 @@ def test_without_a_sandbox_a_hook_in_a_module_a_pth_imports_is_reported(tmp_path
     module.write_text("# a module a .pth file imports at start-up\n", encoding="utf-8")
     pth.write_text("import zz_mhattn_attack_hooked\n", encoding="utf-8")
     code = f"with open({str(module)!r}, 'a') as f:\n    f.write('import sys  # an import hook would go here\\n')"
-    folder = write_submission(tmp_path, (at_import("ex05_combine_heads.py", code),))
-    try:
-        report = grade(folder, only=["ex05"], sandbox_mode=False)
-    finally:
-        pth.unlink(missing_ok=True)
-        module.unlink(missing_ok=True)
-    row = report["exercises"][0]
+    row = _graded_without_sandbox(tmp_path, code, pth, module)
     assert row["points"] == 0 and f"changed {module} while it was graded" in row["reason"], row["reason"]
     assert "reinstall" in row["reason"]

@@ -308,15 +308,7 @@ np.array_equal = lambda *a, **k: True  # ... and every comparison in this proces
 np.allclose = np.array_equiv = lambda *a, **k: True
 return out
 """
-_EXIT_LEAVING_HELPER = f"""
-import os, sys
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        os.execv(sys.executable, {SLEEPER})
-    os._exit(0)
-os._exit(0)  # just before its reply
-"""
+_EXIT_LEAVING_HELPER = _FORK_DAEMON + "os._exit(0)  # just before its reply\n"
 _FORK_BOMB = """
 import os
 while True:
