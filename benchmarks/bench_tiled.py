@@ -17,7 +17,6 @@ plain peak at the largest T measured (a lower bound for plain at T: it grows as 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from mhattn import MultiHeadAttention
+from mhattn.course.scaling import write_record
 
 SPEED_SHAPES = ((2, 1024), (1, 2048), (1, 4096))  # (B, T)
 
@@ -148,9 +148,7 @@ def main(argv=None) -> int:
     if a.out:
         record = {"device": platform.processor() or platform.machine(), "numpy": np.__version__, "d_model": d,
                   "num_heads": h, "dtype": "float32", "speed": speed_rows, "memory": memory_rows}  # fmt: skip
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(record, indent=1) + "\n")
-        print(f"wrote {a.out}")
+        write_record(a.out, record)
     return 0
 
 

@@ -10,7 +10,6 @@ on machines without a GPU (tests/test_gpu_bench.py).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 import mhattn
+from mhattn.course.scaling import write_record
 
 GPU_SHAPES = ((32, 1024, 1024, 16), (1, 8192, 1024, 16))  # (B, T, d_model, h), float32
 
@@ -118,9 +118,7 @@ def main(argv=None) -> int:
         print(f"{B:3d} {T:5d} {d:5d} {h:3d} {' '.join(cells)} {' '.join(ratios)}", flush=True)
     record = {"device": name, "backend": backend, "torch": torch.__version__, "numpy": np.__version__, "dtype": "float32",
               "rows": rows}  # fmt: skip
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {a.out}")
+    write_record(a.out, record)
     return 0
 
 

@@ -65,10 +65,15 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     record = run(args.backend, args.lengths, args.batch, args.d_model, args.num_heads, args.dtype, args.repeats, args.attention)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(record, indent=1) + "\n")
-        print(f"wrote {args.out}")
+        write_record(args.out, record)
     return 0
+
+
+def write_record(path: Path, record: dict) -> None:
+    """Write a timing record as indented JSON to ``path`` (its folder made if missing) and say so."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
