@@ -11,12 +11,16 @@ the validation windows ``mhattn prune --task text-deep`` uses (``eval_set(256)``
   Michel et al. (§4.2) do, and along ``--orders`` random orders (median and 10th/90th percentile);
 * how many heads of each layer survive when half are pruned by importance;
 * Voita et al. 2019's hard-concrete gates, trained as ``mhattn prune`` trains them (``--gates-only`` adds them to
-  the seeds already in the file).
+  the seeds already in the file);
+* notebook 07's test-yourself experiment with half the heads removed (``--halves`` adds it to the seeds already in
+  the file): the report ``mhattn prune --task text-deep --remove 16 --gate-steps 0`` makes for the seed's model,
+  under ``half_removal`` (random halves, with the survivors free and frozen, and the conclusion).
 
 Writes ``mhattn/data/text-deep-pruning.json`` (notebook 10 reads it; ``tests/test_deep_model.py`` re-computes a
 slice of seed 0)::
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/deep_pruning.py --seeds 0 1 2
+    python benchmarks/deep_pruning.py --halves --seeds 0 1 2   # only notebook 07's part, into the file
 """
 
 from __future__ import annotations
@@ -131,6 +135,31 @@ def gates(seed, folder):
     return {"values": g["values"], "open": g["open"], "steps": g["steps"], "lambda": g["lambda"]}
 
 
+def half_removal(seed, folder):
+    """``mhattn prune --task text-deep --remove 16 --gate-steps 0`` on the seed's model: its report as JSON."""
+    from mhattn.commands.prune_jobs import settings_for
+    from mhattn.heads.prune import run_prune
+    from mhattn.heads.report import PruneReport, model_report
+
+    model, meta = load_checkpoint(checkpoint_for(seed, folder))
+    task = task_from_meta(meta["task"])
+    details = run_prune(model, task, settings_for(task, HALVES), gates=False)
+    return PruneReport({"text-deep": model_report(details)}).to_json()["models"]["text-deep"]
+
+
+HALVES = {"n_remove": 16, "gate_steps": 0}  # the command's other defaults
+
+
+def add_to_seeds(args, key, measure):
+    """``measure(seed, folder)`` stored under ``key`` for each of ``--seeds`` already in ``--out``."""
+    result = json.loads(Path(args.out).read_text())
+    for s in result["seeds"]:
+        if s["seed"] in args.seeds:
+            s[key] = measure(s["seed"], args.checkpoints)
+            print(f"seed {s['seed']}: {key} done", flush=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -139,14 +168,13 @@ def main() -> None:
     p.add_argument("--out", default=str(OUT))
     p.add_argument("--merge", action="store_true", help="keep the other seeds already in --out")
     p.add_argument("--gates-only", action="store_true", help="add the gates of --seeds to the seeds already in --out")
+    p.add_argument("--halves", action="store_true", help="add the half-removal report of --seeds to the seeds in --out")
     args = p.parse_args()
-    if args.gates_only:
-        result = json.loads(Path(args.out).read_text())
-        for s in result["seeds"]:
-            if s["seed"] in args.seeds:
-                s["gates"] = gates(s["seed"], args.checkpoints)
-                print(f"seed {s['seed']}: {s['gates']['open']} gates open", flush=True)
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    if args.gates_only or args.halves:
+        if args.gates_only:
+            add_to_seeds(args, "gates", gates)
+        else:
+            add_to_seeds(args, "half_removal", half_removal)
         return
     _, text_meta = load_checkpoint(shipped_path("text-deep"))
     one_layer = load_checkpoint("text")[1]["training"]["val"]["loss"]
@@ -156,7 +184,13 @@ def main() -> None:
     if args.merge and Path(args.out).is_file():
         result["seeds"] = [s for s in json.loads(Path(args.out).read_text())["seeds"] if s["seed"] not in args.seeds]
     for seed in args.seeds:
-        result["seeds"].append({**measure(seed, args.checkpoints, args.orders), "gates": gates(seed, args.checkpoints)})
+        result["seeds"].append(
+            {
+                **measure(seed, args.checkpoints, args.orders),
+                "gates": gates(seed, args.checkpoints),
+                "half_removal": half_removal(seed, args.checkpoints),
+            }
+        )
         r = result["seeds"][-1]
         print(f"seed {seed}: loss {r['loss']:.4f} (bigram {r['bigram_loss']:.4f}), spearman "
               f"{r['spearman_importance_vs_ablation']:.2f}, {r['measure_seconds']} s", flush=True)  # fmt: skip

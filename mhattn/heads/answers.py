@@ -113,8 +113,10 @@ def q3(r):
 def summary(one: UnequalContribution, two: Compensation, three: RemovalImproved, r):
     """Plain-language answer with the numbers."""
     n, H = r["settings"]["n_remove"], r["num_layers"] * r["num_heads"]
-    rec = two.finetune_recovered_fraction
+    rec, steps = two.finetune_recovered_fraction, r["finetune"]["steps"]
     rec_s = "n/a" if rec is None else f"{100 * rec:.0f}%"
+    tuned = (f"{steps} fine-tuning steps recover {rec_s} of a median random removal's loss" if steps
+             else "no fine-tuning was run")  # fmt: skip
     return (
         f"(1) Single-head ablation costs between {three.best_single_dloss:+.3f} and "
         f"{one.single_ablation_dloss_max:+.3f} nats (median {one.single_ablation_dloss_median:+.3f}); "
@@ -122,8 +124,7 @@ def summary(one: UnequalContribution, two: Compensation, three: RemovalImproved,
         f"(Gini {one.gini_single_ablation:.2f}). "
         f"(2) Removing {n} of {H} heads at random costs a median {two.random_dloss_median:+.3f} nats "
         f"(accuracy {two.random_dacc_median:+.3f}); the {n} individually weakest heads cost "
-        f"{two.lowest_single_sum_of_single_dloss:+.3f} alone but {two.lowest_single_joint_dloss:+.3f} together, "
-        f"and {r['finetune']['steps']} fine-tuning steps recover {rec_s} of a median random removal's loss. "
+        f"{two.lowest_single_sum_of_single_dloss:+.3f} alone but {two.lowest_single_joint_dloss:+.3f} together; {tuned}. "
         f"(3) {three.n_random_subsets_improved} of {three.n_random} random removals and "
         f"{three.n_single_ablations_improved} of {H} single ablations lowered the loss."
     )

@@ -10,10 +10,17 @@ k-subset S (each of the ``C(h, k)`` subsets equally likely):
 * **naive** ("half the heads, half the ability"): the loss moves the fraction k/h of the way from
   all heads to no heads, ``E[Δ] = (k/h) (L(no heads) - L(all heads))``; accuracy likewise.
 
-The sign of ``Δ(S) - Σ_{j∈S} c_j`` tells how heads interact. Positive (superadditive): a head costs
-more when others are gone, so the others covered for it while present (they substitute for each
-other). Negative (subadditive): the heads' costs overlap, as when several heads are each needed
-for the same job.
+The sign of ``Δ(S) - Σ_{j∈S} c_j`` tells how heads combine. Positive (superadditive): a head costs
+more once others are gone. Superadditivity and "less than naive" are one fact seen twice: if every
+half S and its complement S' satisfy ``Δ(S) + Δ(S') <= Δ(all)``, the mean random half costs at most
+``Δ(all)/2``, the naive reading. Two mechanisms make heads superadditive, and one measurement tells
+them apart: *spare evidence* (the rest of the network, LayerNorm, feed-forward and softmax, needs only
+part of what the heads provide, as a model whose loss is near zero does) and *compensation* (surviving
+heads change what they do when others are gone). Freezing every surviving head's output at its
+all-heads value removes compensation and keeps spare evidence: the ``frozen_*`` fields are the
+superadditivity left then, the ``adaptation_*`` fields what the survivors' changes add (negative: they
+lowered the cost). Negative (subadditive): the heads' costs overlap, as when several heads are each
+needed for the same job.
 """
 
 from __future__ import annotations
@@ -79,6 +86,26 @@ def interactions(subsets, joint_dloss, single_costs):
     return np.asarray(joint_dloss, dtype=float) - np.array([c[list(s)].sum() for s in subsets])
 
 
+def bootstrap_interval(values, statistic=np.mean, n_resamples=2000, level=0.95, seed=0):
+    """``[low, high]``: the central ``level`` interval of ``statistic`` over bootstrap resamples of ``values``.
+
+    The spread of a quantity measured on a sample (here random subsets of heads): resample the n values with
+    replacement ``n_resamples`` times (seeded, so the same numbers every run) and take the percentiles.
+
+    Raises:
+        ValueError: ``values`` empty or not finite, or ``level`` outside (0, 1).
+    """
+    v = np.ravel(np.asarray(values, dtype=float))
+    if v.size == 0 or not np.all(np.isfinite(v)):
+        raise ValueError(f"values must be a non-empty finite sample, got {v.size} values")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    idx = np.random.default_rng(seed).integers(0, v.size, size=(n_resamples, v.size))  # (n_resamples, n)
+    stats = np.array([statistic(v[row]) for row in idx])
+    tail = 100 * (1.0 - level) / 2
+    return [float(np.percentile(stats, tail)), float(np.percentile(stats, 100 - tail))]
+
+
 def _costs(single_costs, k):
     c = np.ravel(np.asarray(single_costs, dtype=float))
     if not np.all(np.isfinite(c)):
@@ -112,7 +139,10 @@ class Expectation:
     naive_expected_acc: float
     baseline_acc: float
     observed_dloss_mean: float
+    observed_dloss_mean_ci: list[float]  # 95% bootstrap interval of the mean over the random subsets
     observed_dloss_median: float
+    observed_dloss_median_ci: list[float]  # likewise for the median
+    observed_dloss_p10: float
     observed_dloss_p90: float
     observed_dloss_worst: float
     observed_acc_median: float  # accuracy left after a median random removal
@@ -123,6 +153,16 @@ class Expectation:
     fraction_superadditive: float  # subsets with Δ(S) > Σ_{j∈S} c_j
     top2_share: float  # share of Σ c_j carried by the two costliest heads
     p_random_misses_top2: float  # C(h-2, k) / C(h, k)
+    # the same subsets with every surviving head's output frozen (no head can change what it does)
+    frozen_dloss_median: float
+    frozen_excess_median: float  # Δ_frozen(S) - Σ_{j∈S} c_j^frozen: > 0 = superadditive with the survivors fixed
+    frozen_excess_p10: float
+    frozen_excess_p90: float
+    fraction_frozen_superadditive: float
+    adaptation_median: float  # Δ(S) - Δ_frozen(S): < 0 = the survivors' changes lowered the cost (compensation)
+    adaptation_p10: float
+    adaptation_p90: float
+    fraction_adaptation_lowers: float  # subsets with Δ(S) < Δ_frozen(S)
 
 
 def expectation(details):
@@ -132,6 +172,7 @@ def expectation(details):
     base, none = details["baseline"], _no_heads(details["curve"])
     rnd, acc = np.asarray(details["random"]["dloss"]), np.asarray(details["random"]["dacc"])
     sums, inter = subset_sums(c, k, np.random.default_rng(0)), interactions(details["random"]["subsets"], rnd, c)
+    frozen = _frozen(details, rnd)
     pos = np.sort(np.clip(c, 0.0, None))[::-1]
     add, naive = additive_expectation(c, k), naive_expectation(0.0, none["loss"] - base["loss"], k, h)
     return Expectation(
@@ -140,7 +181,9 @@ def expectation(details):
         additive_p90_dloss=float(np.percentile(sums, 90)),
         no_heads_dloss=none["loss"] - base["loss"], no_heads_acc=none["acc"], naive_expected_dloss=naive,
         naive_expected_acc=naive_expectation(base["acc"], none["acc"], k, h), baseline_acc=base["acc"],
-        observed_dloss_mean=float(rnd.mean()), observed_dloss_median=float(np.median(rnd)),
+        observed_dloss_mean=float(rnd.mean()), observed_dloss_mean_ci=bootstrap_interval(rnd),
+        observed_dloss_median=float(np.median(rnd)), observed_dloss_median_ci=bootstrap_interval(rnd, np.median),
+        observed_dloss_p10=float(np.percentile(rnd, 10)),
         observed_dloss_p90=float(np.percentile(rnd, 90)), observed_dloss_worst=float(rnd.max()),
         observed_acc_median=float(base["acc"] + np.median(acc)),
         most_important_removed_dloss=details["most_important"]["loss"] - base["loss"],
@@ -148,5 +191,20 @@ def expectation(details):
         observed_median_over_naive=float(np.median(rnd) / naive) if naive > 0 else math.inf,
         interaction_median=float(np.median(inter)), fraction_superadditive=float((inter > 0).mean()),
         top2_share=float(pos[:2].sum() / pos.sum()) if pos.sum() > 0 else 0.0,
-        p_random_misses_top2=p_miss_costliest(h, k, min(2, h)),
+        p_random_misses_top2=p_miss_costliest(h, k, min(2, h)), **frozen,
+    )  # fmt: skip
+
+
+def _frozen(details, rnd):
+    """The frozen-survivor fields of :class:`Expectation`: the superadditivity left when no surviving head can
+    change (``frozen_excess``) and what the survivors' changes add (``adaptation``), over the random subsets."""
+    fr = np.asarray(details["random"]["frozen_dloss"], dtype=float)
+    excess = interactions(details["random"]["subsets"], fr, details["ablation_frozen_dloss"])
+    adapt = rnd - fr
+    pct = lambda x, q: float(np.percentile(x, q))  # noqa: E731
+    return dict(
+        frozen_dloss_median=float(np.median(fr)), frozen_excess_median=float(np.median(excess)),
+        frozen_excess_p10=pct(excess, 10), frozen_excess_p90=pct(excess, 90),
+        fraction_frozen_superadditive=float((excess > 0).mean()), adaptation_median=float(np.median(adapt)),
+        adaptation_p10=pct(adapt, 10), adaptation_p90=pct(adapt, 90), fraction_adaptation_lowers=float((adapt < 0).mean()),
     )  # fmt: skip

@@ -48,7 +48,7 @@ class HeadMaskEvaluator:
         self.model, self.targets, self.batch_size = model, targets, batch_size
         self.params = dict(model.params)  # the arrays the cache was computed from
         self.batches = [self._prefix(model.place(ids[s : s + batch_size, ...])) for s in range(0, ids.shape[0], batch_size)]
-        self._seen = {}  # mask bytes -> result, for masks met again (the evaluation is deterministic)
+        self._seen = {}  # (frozen, mask bytes) -> result, for masks met again (the evaluation is deterministic)
         self._importance = {}  # (mask bytes, batch size) -> raw importance, likewise
 
     def _prefix(self, ids):
@@ -75,37 +75,43 @@ class HeadMaskEvaluator:
             raise ValueError(f"parameters {sorted(stale)[:4]} feed the cached part; build a new HeadMaskEvaluator")
         return first
 
-    def _logits(self, kept, first, head_mask, params):
+    def _logits(self, kept, first, head_mask, params, frozen=False):
         """:meth:`_tail` of one batch, a few sequences at a time (every position's logits depend on its
         own sequence only, so the pieces give the same bits as one call, faster: see ``TAIL_TOKENS``)."""
         n, step = kept[0][0].shape[0], max(1, TAIL_TOKENS // kept[0][0].shape[1])
         # stops within the axis: the standard leaves out-of-bounds slices unspecified
         pieces = [self._tail([(x[s : min(s + step, n), ...], hd[s : min(s + step, n), ...]) for x, hd in kept], first, head_mask,
-                             params) for s in range(0, n, step)]  # fmt: skip
+                             params, frozen) for s in range(0, n, step)]  # fmt: skip
         xp = array_namespace(pieces[0][0])
         return tuple(xp.concat([p[k] for p in pieces]) for k in range(len(pieces[0])))
 
-    def _tail(self, kept, first, head_mask, params):
-        """Logits from layer ``first``'s head mask onwards, for one batch."""
+    def _tail(self, kept, first, head_mask, params, frozen=False):
+        """Logits from layer ``first``'s head mask onwards, for one batch; ``frozen``: every later layer's heads
+        keep their unmasked outputs (``kept``) instead of attending over the changed residual stream."""
         c = self.model.cfg
-        x, heads = kept[first]
+        x = kept[first][0]
         for layer in range(first, c.num_layers):
             p = block_params(params, layer)
             xi = None if head_mask is None else head_mask[layer, ...]
-            if layer == first:
-                x, _ = _after_head_mask(x, heads, xi, p)  # (B, T, d_model)
+            if layer == first or frozen:
+                x, _ = _after_head_mask(x, kept[layer][1], xi, p)  # (B, T, d_model)
             else:
                 x, _, _ = encoder_block_forward(x, p, c.num_heads, attn_mask=_causal(c, x), head_mask=xi)
         z, _ = layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])  # (B, T, d_model)
         return tuple(linear_forward(z, params[f"out.{k}.W"], params[f"out.{k}.b"])[0] for k in range(len(c.output_sizes)))
 
-    def evaluate(self, head_mask=None, params=None):
+    def evaluate(self, head_mask=None, params=None, frozen=False):
         """:func:`~mhattn.training.loop.evaluate` with this head mask, from the cache.
 
         Args:
             head_mask: ``(L, h)`` multipliers ξ (0 removes a head), host or on the parameters' device, or ``None``.
             params: other parameters to use after the head mask (e.g. a shifted ``b_o`` for a
                 mean ablation); default the model's.
+            frozen: keep every surviving head's output as it is with all heads present (the cached
+                ``heads_l``), so no head can change what it does when others are removed; only the residual
+                stream, LayerNorms, feed-forward layers and classifiers see the removal. The loss against
+                ``frozen=False`` tells whether the surviving heads compensate (notebook 07). With one layer
+                every head reads only the embeddings, so both are the same computation.
 
         Returns:
             The same dict as ``evaluate``: ``loss``, ``acc``, ``min_acc`` and per classifier.
@@ -116,12 +122,13 @@ class HeadMaskEvaluator:
         dtype = host_dtype(self.params["embed.W"])
         head_mask = None if head_mask is None else to_numpy(head_mask)  # a few numbers: decided on the host
         mask = np.ones(self.model.cfg.num_layers * self.model.cfg.num_heads) if head_mask is None else head_mask
-        key = np.asarray(mask, dtype=dtype).tobytes() if params is None else None
+        frozen = bool(frozen) and self.model.cfg.num_layers > 1
+        key = (frozen, np.asarray(mask, dtype=dtype).tobytes()) if params is None else None
         if key not in self._seen:
             params = self.params if params is None else params
             first = self._first_masked(np.asarray(mask).reshape(self.model.cfg.num_layers, -1), params)
             hm = None if head_mask is None else self.model.place(head_mask, dtype="params")
-            logits = (self._logits(kept, first, hm, params) for kept in self.batches)
+            logits = (self._logits(kept, first, hm, params, frozen) for kept in self.batches)
             result = score_batches(logits, self.targets, self.batch_size)
             if key is None:
                 return result

@@ -45,13 +45,14 @@ def _copy(model):
 
 
 def random_removals(model, data, base, n_remove, n_random, rng, evaluator=None):
-    """Loss/accuracy change for ``n_random`` random subsets of ``n_remove`` heads.
+    """Loss/accuracy change for ``n_random`` random subsets of ``n_remove`` heads, and the loss change with the
+    surviving heads' outputs frozen (``frozen_dloss``: :meth:`HeadMaskEvaluator.evaluate` with ``frozen=True``).
 
     ``evaluator``: a :class:`HeadMaskEvaluator` of ``model`` on ``data`` to reuse (built otherwise).
     """
     L, h = model.cfg.num_layers, model.cfg.num_heads
     ev = evaluator or HeadMaskEvaluator(model, *data)
-    subsets, dloss, dacc = [], [], []
+    subsets, dloss, dacc, frozen = [], [], [], []
     bar = progress_bar(n_random, None, desc="random subsets", unit="subset")
     for _ in range(n_random):
         removed = sorted(rng.choice(L * h, size=n_remove, replace=False).tolist())
@@ -59,9 +60,15 @@ def random_removals(model, data, base, n_remove, n_random, rng, evaluator=None):
         subsets.append(removed)
         dloss.append(r["loss"] - base["loss"])
         dacc.append(r["acc"] - base["acc"])
+        frozen.append(ev.evaluate(_mask(L, h, removed), frozen=True)["loss"] - base["loss"])
         bar.update()
     bar.close()
-    return {"subsets": subsets, "dloss": dloss, "dacc": dacc}
+    return {"subsets": subsets, "dloss": dloss, "dacc": dacc, "frozen_dloss": frozen}
+
+
+def frozen_singles(ev, base, L, h):
+    """``(L, h)`` loss change of removing each head alone with every other head's output frozen (nats)."""
+    return np.array([ev.evaluate(_mask(L, h, [j]), frozen=True)["loss"] - base["loss"] for j in range(L * h)]).reshape(L, h)
 
 
 def michel_iterative(model, data, n_remove, step=1, start=(), evaluator=None):
@@ -116,7 +123,8 @@ def pruning_curve(model, data, base, orders, rng, evaluator=None):
 
 
 def finetune_recovery(model, task, data, base, removed, steps, seed, evaluator=None):
-    """Prune ``removed``, fine-tune a copy of the rest briefly, report how much of the loss increase comes back."""
+    """Prune ``removed``, fine-tune a copy of the rest briefly, report how much of the loss increase comes back
+    (``recovered_fraction`` is ``None`` when nothing was lost or ``steps`` is 0)."""
     L, h = model.cfg.num_layers, model.cfg.num_heads
     mask = _mask(L, h, removed)
     before = (evaluator or HeadMaskEvaluator(model, *data)).evaluate(mask)
@@ -125,7 +133,7 @@ def finetune_recovery(model, task, data, base, removed, steps, seed, evaluator=N
     lost = before["loss"] - base["loss"]
     return {"removed": list(removed), "steps": steps, "loss_pruned": before["loss"], "loss_after_finetune": after["loss"],
             "acc_pruned": before["acc"], "acc_after_finetune": after["acc"],
-            "recovered_fraction": float((before["loss"] - after["loss"]) / lost) if lost > 1e-9 else None}  # fmt: skip
+            "recovered_fraction": float((before["loss"] - after["loss"]) / lost) if lost > 1e-9 and steps else None}  # fmt: skip
 
 
 def gate_experiment(model, task, s: PruneSettings):
@@ -164,6 +172,7 @@ def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True)
         "settings": asdict(s), "num_layers": L, "num_heads": h, "baseline": base,
         "importance": imp.tolist(), "importance_raw": raw.tolist(),
         "ablation_zero_dloss": zero_dl.tolist(), "ablation_zero_dacc": zero_da.tolist(), "ablation_mean_dloss": mean_dl.tolist(),
+        "ablation_frozen_dloss": frozen_singles(ev, base, L, h).tolist(),
         "spearman_importance_vs_zero_ablation": spearman(imp, zero_dl),
         "spearman_importance_vs_mean_ablation": spearman(imp, mean_dl),
         "random": rand,
