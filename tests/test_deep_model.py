@@ -10,6 +10,7 @@ losses agree to 1e-4 relative (float32 rounding over 16 K positions moves the si
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -103,3 +104,29 @@ def test_prune_command_takes_the_deep_task():
     assert DEFAULTS["text-deep"] == ["text-deep"] and DEFAULTS["roles"] == ["roles-plain", "roles-headdropout"]
     with pytest.raises(UsageError, match="has 32 heads"):
         check(parser.parse_args(["prune", "--task", "text-deep", "--remove", "33"]))
+
+
+def test_half_removal_slice_matches_what_mhattn_prune_measures(measured):
+    """Notebook 07's deep-model numbers are ``mhattn prune --task text-deep --remove 16 --gate-steps 0``'s: the
+    first random halves drawn by the command's generator (seed 0), free and with the survivors frozen, re-measured."""
+    from mhattn.commands.prune_jobs import settings_for
+    from mhattn.heads.prune import random_removals
+
+    model, task, ids, targets, ev = measured
+    stored = DATA["seeds"][0]["half_removal"]["details"]
+    s = settings_for(task, {"n_remove": 16, "gate_steps": 0})
+    assert stored["settings"] == asdict(s)
+    again = random_removals(model, None, ev.evaluate(), 16, 3, np.random.default_rng(s.seed), evaluator=ev)
+    assert again["subsets"] == stored["random"]["subsets"][:3]  # the command's first draws
+    for key in ("dloss", "frozen_dloss"):
+        np.testing.assert_allclose(again[key], stored["random"][key][:3], rtol=1e-3)
+    assert not np.allclose(again["dloss"], again["frozen_dloss"], rtol=1e-6)  # four layers: freezing matters
+
+
+def test_half_removal_report_rebuilds_from_its_measurements():
+    """The stored conclusion is what :func:`model_report` writes from the stored measurements (same code, same words)."""
+    from mhattn.heads.report import model_report
+
+    for seed in DATA["seeds"]:
+        stored = seed["half_removal"]
+        assert model_report(stored["details"]).conclusion == stored["conclusion"]

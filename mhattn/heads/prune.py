@@ -74,6 +74,12 @@ def frozen_singles(ev, base, L, h):
 def michel_iterative(model, data, n_remove, step=1, start=(), evaluator=None):
     """Remove the least important heads ``step`` at a time, re-scoring importance after each removal.
 
+    Each re-scoring takes ``E|∂L/∂ξ|`` with the removed heads' ξ at 0 and normalises each layer by its ℓ2 norm
+    over all of its heads, the removed ones included (their gradient at ξ = 0 is not zero); removed heads are
+    then left out of the choice. That is the order of HuggingFace's ``run_bertology.py`` (``mask_heads``:
+    importance with the head mask applied, normalised by layer, removed heads set to infinity), the public
+    implementation of Michel et al. 2019 (§4.2); the paper does not say whether removed heads count in the norm.
+
     ``evaluator``: a :class:`HeadMaskEvaluator` of ``model`` on ``data`` to reuse (built otherwise);
     it remembers the importances it has computed, so a removal order met again costs nothing.
 
