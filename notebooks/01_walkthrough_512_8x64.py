@@ -97,7 +97,7 @@ for h in (1, 2, 8, 16):
 #
 # ### And the same arithmetic
 #
-# Vaswani et al. (2017) do not count parameters; what they state (§3.2.2) is a claim about cost: "due to the reduced dimension of each head, the total computational cost is similar to that of single-head attention with full dimensionality". Count the floating-point operations of one forward pass at fixed d_model = 512 (`counting.attention_flops`; B = 1, T = S = 128):
+# Vaswani et al. (2017) give no formula for this count. What they state in §3.2.2 is a claim about cost: "due to the reduced dimension of each head, the total computational cost is similar to that of single-head attention with full dimensionality". Their Table 3 (§6.2) does list whole-model parameter counts: rows (A) vary h with d_k = d_v = d_model/h and leave the count blank, and the caption says that unlisted values are those of the base model, so the count is the same for every h there, as above. Count the floating-point operations of one forward pass at fixed d_model = 512 (`counting.attention_flops`; B = 1, T = S = 128):
 
 # %%
 flops = {h: counting.attention_flops(1, 128, 128, d, h) for h in (1, 2, 4, 8, 16)}
@@ -110,7 +110,7 @@ assert flops[16]["softmax_entries"] == 16 * flops[1]["softmax_entries"]  # only 
 assert flops[16]["softmax_entries"] < 0.01 * matmuls[16]  # and it is cheap next to the products
 
 # %% [markdown]
-# Every matrix product costs the same for every h (asserted); only the softmax has h times as many entries, and it is cheap next to the products. Measured time follows the arithmetic only roughly: many heads mean many small matrix products, and the machine and its load matter. The times below are printed, not checked (they depend on the machine); compare them yourself:
+# Every matrix product costs the same for every h (asserted); only the softmax has h times as many entries, and in this count they are few next to the products' operations (under 1%, asserted). Measured time need not follow this count: notebook 08 measures when it does (while T is small against 2 d_model, as here) and when it does not. The times below are printed, not checked (they depend on the machine and its load); compare them yourself:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -122,7 +122,7 @@ for h in (1, 2, 4, 8, 16):
 # %% [markdown]
 # ### A formula often quoted for this count counts another layer
 #
-# Explanations of multi-head attention sometimes give the count as `h · 3 · (d_model/h)² + d_model²` and say it simplifies to `4 · d_model²`, "the same as single-head attention". The paper gives no parameter count at all: its only statement on the matter is the cost claim of §3.2.2 quoted above. The formula does not simplify that way. With d_model = 512 and h = 8:
+# Explanations of multi-head attention sometimes give the count as `h · 3 · (d_model/h)² + d_model²` and say it simplifies to `4 · d_model²`, "the same as single-head attention". The paper gives no such formula (what it says is the cost claim of §3.2.2 and the whole-model counts of Table 3, both cited above), and the formula does not simplify that way. With d_model = 512 and h = 8:
 
 # %%
 d, h = 512, 8
