@@ -16,7 +16,7 @@
 # %% [markdown]
 # # 02 · Scaled dot-product attention
 #
-# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V \qquad \text{(Vaswani et al. 2017, eq. 1)}$$
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V \qquad \text{(Vaswani et al. 2017, §3.2.1, eq. 1)}$$
 #
 # **Learning objectives.** After this notebook you can
 #
@@ -32,7 +32,12 @@ from matplotlib.figure import Figure
 import mhattn
 from mhattn.course import lessons
 from mhattn.course.display import show
-from mhattn.functional import causal_mask, scaled_dot_product_attention_forward, softmax_forward
+from mhattn.functional import (
+    causal_mask,
+    scaled_dot_product_attention_backward,
+    scaled_dot_product_attention_forward,
+    softmax_forward,
+)
 from mhattn.plots.attention import attention_heatmaps
 
 np.set_printoptions(precision=3, suppress=True)
@@ -54,7 +59,7 @@ assert all(abs(r["var_raw"] / r["d_k"] - 1) < 0.05 and abs(r["var_scaled"] - 1) 
 # %% [markdown]
 # ## 2. Why a large variance hurts: a saturated softmax
 #
-# Unscaled scores of a wide head have a standard deviation of $\sqrt{d_k}$, so two scores of one row differ by many units, and `exp` turns a gap of $g$ into a factor $e^g$:
+# With the unit-variance entries of section 1, unscaled scores of a wide head have a standard deviation of $\sqrt{d_k}$, so two scores of one row differ by many units, and `exp` turns a gap of $g$ into a factor $e^g$:
 
 # %%
 print(f"standard deviation of unscaled scores at d_k = 512: {np.sqrt(512):.1f}")
@@ -128,7 +133,7 @@ medians = [np.median(norms[d, True]) for d in d_ks]  # scaled: the median gradie
 assert medians == sorted(medians)
 
 # %% [markdown]
-# With the scaling, the weights stay equally peaked as $d_k$ grows, and the gradient reaching $q$ grows smoothly with the key length. Without it, wide heads start training with nearly one-hot attention: at d_k = 1024 a typical query learns almost nothing, and a rare one gets a kick. The condition matters: at d_k = 64 (16 keys, unit-variance inputs as here) the typical unscaled query is not starved, and what the scaling removes there is the spiky tail.
+# With the scaling, the weights stay equally peaked as $d_k$ grows, and the gradient reaching $q$ grows smoothly with the key length. Without it, and with unit-variance queries and keys as here, wide heads attend nearly one-hot: at d_k = 1024 a typical query learns almost nothing, and a rare one gets a kick. The condition matters: at d_k = 64 (16 keys, unit-variance inputs as here) the typical unscaled query is not starved, and what the scaling removes there is the spiky tail.
 #
 # ## 3. A softmax that does not overflow
 #
@@ -170,15 +175,24 @@ assert (w_both[0, 0, 3:, :3] > 0).all()  # rows 3 and 4 still see keys 0..2
 # %% [markdown]
 # ### A query that may see nothing
 #
-# Rows 3 and 4 above still see keys 0..2 (asserted). But if *every* key of a row is hidden (here: a sequence whose first keys are padding, under a causal mask, so queries 0 and 1 may see only keys 0 and 1, which are both padding), the softmax has nothing to normalise. Computing it naively gives $0/0$ = NaN, which then spreads to every gradient; torch's eager path returns NaN there (pytorch/pytorch#41508). mhattn's choice: such a row gets **all-zero weights**, its output is zero, and its gradients are zero.
+# Rows 3 and 4 above still see keys 0..2 (asserted). But if *every* key of a row is hidden (here: a sequence whose first keys are padding, under a causal mask, so queries 0 and 1 may see only keys 0 and 1, which are both padding), the softmax has nothing to normalise. Computing it naively gives $0/0$ = NaN, which then spreads to every gradient. torch answers differently by path: `nn.MultiheadAttention` returns NaN there on some of its paths (pytorch/pytorch#41508), while `F.scaled_dot_product_attention` returns zeros for such rows in recent versions (pytorch/pytorch#133882). mhattn's choice is the zeros: such a row gets **all-zero weights**, its output is zero, and it passes no gradient back (all three asserted below).
 
 # %%
 left_padded = np.array([[True, True, False, False, False]])  # keys 0 and 1 are padding
 mask = causal_mask(T)[None, None] | left_padded[:, None, None, :]
-out, w, _ = scaled_dot_product_attention_forward(q, k, v, mask)
+out, w, cache = scaled_dot_product_attention_forward(q, k, v, mask)
 print("weights:\n", w[0, 0])
 print("row sums:", w[0, 0].sum(axis=-1), "  any NaN in out:", bool(np.isnan(out).any()))
 assert (w[0, 0, :2] == 0).all() and (out[0, 0, :2] == 0).all() and not np.isnan(out).any()
+dout = np.ones_like(out)
+dq, dk, dv = scaled_dot_product_attention_backward(dout, cache)
+dout_empty = dout.copy()
+dout_empty[0, 0, :2] = 7.0  # another upstream gradient on the two empty rows only
+_, dk_empty, dv_empty = scaled_dot_product_attention_backward(dout_empty, cache)
+print("largest |dq| on the two empty rows:", float(np.abs(dq[0, 0, :2]).max()))
+# no gradient through the empty rows: dq is 0 there, and their upstream gradient changes neither dk nor dv
+assert (dq[0, 0, :2] == 0).all() and np.isfinite(dq).all()
+assert np.array_equal(dk, dk_empty) and np.array_equal(dv, dv_empty)
 
 # %% [markdown]
 # ## 5. Heatmaps
