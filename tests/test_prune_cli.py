@@ -27,7 +27,7 @@ def report(tmp_path_factory):
 def test_prune_writes_the_report_keys_for_both_roles_models(report):
     out, rep = report
     assert set(rep["models"]) == {"roles-plain", "roles-headdropout"}
-    assert rep["report_version"] == 2 and "six are removed at random" in rep["question"]
+    assert rep["report_version"] == 3 and "six are removed at random" in rep["question"]
     for m in rep["models"].values():
         assert {"q1_unequal_contribution", "q2_compensation", "q3_removal_improved_loss", "summary", "details"} <= set(m)
         assert {"expectation", "verdicts", "conclusion"} <= set(m)

@@ -3,7 +3,17 @@
 ``report.json`` is ``dataclasses.asdict(PruneReport)``: ``report_version``, ``seconds``, ``question`` and
 ``models``, each a :class:`ModelReport` (``q1_unequal_contribution``, ``q2_compensation``,
 ``q3_removal_improved_loss``, ``expectation``, ``verdicts``, ``summary``, ``conclusion``, ``details``).
-Version 2 added ``question``, ``expectation``, ``verdicts`` and ``conclusion``.
+Version 2 added ``question``, ``expectation``, ``verdicts`` and ``conclusion``. Version 3 added the
+frozen-survivors measurement (:meth:`~mhattn.heads.mask_eval.HeadMaskEvaluator.evaluate` with ``frozen=True``):
+``details.random.frozen_dloss`` and ``details.ablation_frozen_dloss``; in ``expectation`` the 95% bootstrap
+intervals ``observed_dloss_mean_ci`` and ``observed_dloss_median_ci``, ``observed_dloss_p10``, the
+``frozen_*`` and ``adaptation_*`` fields, ``fraction_frozen_superadditive`` and ``fraction_adaptation_lowers``;
+the verdict ``spare_evidence``. In version 3
+``reason2_compensation_holds`` means that letting the survivors change lowers a removal's cost (it meant
+overlapping outputs and a median below 0.1 x naive), ``less_than_naive`` and ``more_than_additive`` compare the
+intervals, not the point values, ``details.finetune.recovered_fraction`` (and
+``q2_compensation.finetune_recovered_fraction``) is ``null`` when no fine-tuning was run, and ``conclusion``
+ends with one "Answer: ..." sentence. docs/prune_report.md documents every key.
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ from mhattn.heads.answers import Compensation, RemovalImproved, UnequalContribut
 from mhattn.heads.conclusion import QUESTION, Verdicts, conclusion, verdicts
 from mhattn.heads.expectation import Expectation, expectation
 
-REPORT_VERSION = 2
+REPORT_VERSION = 3
 
 
 @dataclass
