@@ -110,8 +110,8 @@ def _mechanism(e: Expectation, v: Verdicts) -> str:
             f"{_interval(e.frozen_excess_p10, e.frozen_excess_p90)}; more in "
             f"{100 * e.fraction_frozen_superadditive:.0f}% of subsets)")  # fmt: skip
     if v.spare_evidence:
-        return text + ": spare evidence, the rest of the network needs only part of what the heads give, holds."
-    return text + ": spare evidence fails."
+        return text + ", so spare evidence holds: the rest of the network needs only part of what the heads give."
+    return text + ", so spare evidence fails."
 
 
 def _reason2(e: Expectation, v: Verdicts, two: Compensation) -> str:
@@ -131,7 +131,7 @@ def _reason2(e: Expectation, v: Verdicts, two: Compensation) -> str:
 def _answer(v: Verdicts) -> str:
     """The one explanation the verdicts support: every mechanism whose test held, none that failed."""
     if not v.less_than_naive:
-        return "Answer: here the loss does not clearly grow less than the naive reading, so there is nothing to explain."
+        return "Answer: here the loss does not clearly grow less than the naive reading: the question's premise fails."
     found = [text for flag, text in [
         (v.spare_evidence, "heads cost more together than alone even with the survivors frozen (spare evidence)"),
         (v.reason2_compensation_holds, "the survivors' changes lower the cost (compensation)"),
