@@ -174,11 +174,11 @@ assert np.allclose(kept + dropped, F.softmax_backward(dp, sm_cache))
 assert np.linalg.norm(dropped) > 0.3 * np.linalg.norm(kept)  # not a small correction
 
 # %% [markdown]
-# The dropped term is of the same order as the kept one (both norms are printed above, and the cell asserts that the dropped one is more than 0.3 times the kept one), so the check fails by far more than rounding. In a training run this bug would not crash; the model would just learn worse, which is why every backward in mhattn has a gradient check in the tests.
+# The dropped term is of the same order as the kept one (both norms are printed above, and the cell asserts that the dropped one is more than 0.3 times the kept one), so the check fails by far more than rounding. In a training run this bug would not crash: the optimiser would follow a direction that is not the gradient, and nothing would report it. Only a check like this one does, which is why every backward in mhattn is gradient-checked in the test suite.
 #
 # ## Exercises
 #
-# * **Exercise 2** (`ex02_softmax.py`): softmax forward and backward (the diagonal-only backward above loses all its points).
+# * **Exercise 2** (`ex02_softmax.py`): softmax forward and backward (the diagonal-only backward above scores none of the backward's points).
 # * **Exercise 4** (`ex04_attention_backward.py`): attention backward, steps 3.5 to 3.1 (without dropout).
 # * **Exercise 7** (`ex07_mha_backward.py`): the whole chain, every parameter's gradient.
 #
