@@ -43,10 +43,10 @@ from mhattn.functional.encoder import encoder_block_backward, encoder_block_forw
 from mhattn.functional.feedforward import feedforward_backward, feedforward_forward
 from mhattn.functional.layernorm import layernorm_backward, layernorm_forward
 from mhattn.functional.losses import cross_entropy_backward, cross_entropy_forward
-from mhattn.functional.positional import sinusoidal_encoding
+from mhattn.functional.positional import positional_encoding_backward, positional_encoding_forward, sinusoidal_encoding
 from mhattn.functional.transformer import block_params
 from mhattn.gradcheck import check_backward, numerical_gradient, rel_error
-from mhattn.nn import ModelConfig, TransformerModel
+from mhattn.nn import ModelConfig, MultiHeadAttention, TransformerModel
 from mhattn.nn.transformer import init_params
 from mhattn.optim import Adam
 from mhattn.training.loop import lr_at, multi_loss
@@ -88,7 +88,20 @@ report("embedding (dW), repeated ids", check_backward(lambda W: embedding_forwar
 # %% [markdown]
 # ## 2. Sinusoidal positions
 #
-# Attention by itself does not know the order of its inputs (permuting the tokens permutes the outputs). Vaswani et al. (2017, §3.5) add a fixed table to the embeddings: $PE_{(pos, 2i)} = \sin(pos / 10000^{2i/d_{model}})$ and $PE_{(pos, 2i+1)} = \cos(\ldots)$, one frequency per pair of features, from one cycle every $2\pi$ positions down to one every $10000 \cdot 2\pi$.
+# Attention by itself does not know the order of its inputs: permuting the tokens only permutes the outputs in the same way. One `MultiHeadAttention` with random weights, on five tokens and on the same five shuffled:
+
+# %%
+mha = MultiHeadAttention(8, 2, dtype="float64", seed=0)
+x_tokens = np.random.default_rng(7).standard_normal((1, 5, 8))  # (B, T, d_model)
+perm = np.array([3, 0, 4, 1, 2])
+out_x, _ = mha(x_tokens)
+out_perm, _ = mha(x_tokens[:, perm])
+same = np.allclose(out_perm, out_x[:, perm], rtol=1e-12, atol=1e-12)
+print("attention(x[perm]) equals attention(x)[perm] to 1e-12:", same)
+assert same  # the order carries no information
+
+# %% [markdown]
+# So the order must be put into the input. Vaswani et al. (2017, §3.5) add a fixed table to the embeddings: $PE_{(pos, 2i)} = \sin(pos / 10000^{2i/d_{model}})$ and $PE_{(pos, 2i+1)} = \cos(\ldots)$, one frequency per pair of features, from one cycle every $2\pi$ positions down to one every $10000 \cdot 2\pi$.
 
 # %%
 T, d_model = 64, 32
@@ -101,7 +114,7 @@ fig.colorbar(im, ax=ax, label="value")
 show(fig)
 
 # %% [markdown]
-# The paper chose sinusoids because, for any fixed offset $k$, $PE_{pos+k}$ is a linear function of $PE_{pos}$ (a rotation of each (sin, cos) pair), so "attend $k$ places back" is the same linear map at every position. Fit one matrix $M$ by least squares from the rows $pos$ to the rows $pos + k$ and look at what is left over:
+# Vaswani et al. (§3.5) chose sinusoids because they hypothesised that the model could then easily learn to attend by relative position: for any fixed offset $k$, $PE_{pos+k}$ is a linear function of $PE_{pos}$ (a rotation of each (sin, cos) pair), so "attend $k$ places back" is the same linear map at every position. (Learned position embeddings gave nearly the same results in their Table 3, row (E); they kept sinusoids because these may extrapolate to sequences longer than those seen in training.) Fit one matrix $M$ by least squares from the rows $pos$ to the rows $pos + k$ and look at what is left over:
 
 # %%
 for k in (1, 5):
@@ -109,12 +122,15 @@ for k in (1, 5):
     resid = np.abs(pe[:-k] @ M - pe[k:]).max()
     print(f"offset k = {k}: max |PE[pos] M - PE[pos + k]| = {resid:.1e}")
     assert resid < 1e-8
-print("the table is constant, so positional_encoding_backward passes dout through unchanged")
+_, pos_cache = positional_encoding_forward(np.zeros((1, T, d_model)))
+dout_pe = np.random.default_rng(8).standard_normal((1, T, d_model))
+assert np.array_equal(positional_encoding_backward(dout_pe, pos_cache), dout_pe)
+print("the table is constant, so positional_encoding_backward passes dout through unchanged (asserted)")
 
 # %% [markdown]
 # ## 3. LayerNorm
 #
-# For each position, LayerNorm (Ba et al. 2016) subtracts the mean over the `d_model` features, divides by the standard deviation (biased variance, `eps = 1e-5`, as torch), then scales and shifts with learned `gamma` and `beta`. After it, every position has mean 0 and variance 1 (before `gamma`, `beta`), whatever the scale of its input:
+# For each position, LayerNorm (Ba et al. 2016) subtracts the mean over the `d_model` features, divides by the standard deviation (biased variance, `eps = 1e-5`, as torch), then scales and shifts with learned `gamma` and `beta`. After it, every position has mean 0 and variance 1 (before `gamma`, `beta`), whatever the scale of its input, as long as its variance is well above `eps`:
 
 # %%
 x = 5.0 + 3.0 * rng.standard_normal((2, 3, 8))  # (B, T, d_model) far from mean 0, variance 1
@@ -125,7 +141,7 @@ print("per-position mean of y:", y.mean(-1).ravel().round(6), " variance:", y.va
 assert np.allclose(y.mean(-1), 0) and np.allclose(y.var(-1), 1, atol=1e-4)
 
 # %% [markdown]
-# The backward is the one in this block that couples features: every output of a position depends on every input of that position through the mean and the variance. With $\hat x = (x - \mu)/\sigma$ and $g = \gamma \odot \mathrm{dout}$, the input gradient is $\frac{1}{\sigma}\big(g - \mathrm{mean}(g) - \hat x\,\mathrm{mean}(g \odot \hat x)\big)$ over the features: the two subtracted means are the paths through $\mu$ and through $\sigma$. The code, and its check:
+# Unlike an elementwise step, LayerNorm's backward couples the features of a position: every output of a position depends on every input of that position through the mean and the variance. With $\hat x = (x - \mu)/\sigma$ and $g = \gamma \odot \mathrm{dout}$, the input gradient is $\frac{1}{\sigma}\big(g - \mathrm{mean}(g) - \hat x\,\mathrm{mean}(g \odot \hat x)\big)$ over the features: the two subtracted means are the paths through $\mu$ and through $\sigma$. The code, and its check:
 
 # %%
 print(inspect.getsource(layernorm_backward).split('"""')[-1])
@@ -148,10 +164,10 @@ report("feed-forward (dx, dW1, db1, dW2, db2)", check_backward(feedforward_forwa
 # %% [markdown]
 # ## 5. Residuals, and where the LayerNorm goes
 #
-# A block has two sub-layers, attention and feed-forward, each wrapped in a residual connection $x + \mathrm{Sublayer}(\cdot)$ (He et al. 2016). Where the LayerNorm sits is one of several design choices that differ between the paper and many models since (others: the feed-forward's activation, ReLU in the paper (§3.3) and in mhattn, GELU in BERT and GPT-2; and the position encoding, fixed sinusoids in the paper (§3.5) and in mhattn, learned position embeddings in BERT and GPT-2). It is the one this notebook compares:
+# A block has two sub-layers, attention and feed-forward, each wrapped in a residual connection $x + \mathrm{Sublayer}(\cdot)$ (He et al. 2016). Where the LayerNorm sits is one of several design choices that differ between the paper and many models since (others: the feed-forward's activation, ReLU in the paper (§3.3) and in mhattn, GELU in BERT and GPT-2; and the position encoding, fixed sinusoids in the paper (§3.5) and in mhattn, learned position embeddings in BERT and GPT-2; sources: Devlin et al. 2019, appendix A.2 for BERT; Radford et al. 2018, §4.1 for GPT, whose choices GPT-2 keeps, Radford et al. 2019, §2.3). It is the one this notebook compares:
 #
 # * **post-LN** (Vaswani et al. 2017, §3.1): $x \leftarrow \mathrm{LN}(x + \mathrm{Sublayer}(x))$. Every block ends with a normalisation.
-# * **pre-LN** (Xiong et al. 2020; GPT-2): $x \leftarrow x + \mathrm{Sublayer}(\mathrm{LN}(x))$, plus one LayerNorm after the last block. The residual path is an identity from input to output.
+# * **pre-LN** (Xiong et al. 2020; GPT-2, Radford et al. 2019, §2.3): $x \leftarrow x + \mathrm{Sublayer}(\mathrm{LN}(x))$, plus one LayerNorm after the last block. The residual path is an identity from input to output.
 #
 # mhattn's models are pre-LN (`mhattn.functional.encoder`); `mhattn.course.postln` composes a post-LN block from the same parts so the two can be compared. First, both backward passes check out:
 
@@ -189,7 +205,7 @@ assert all(abs(r - 1) < 0.01 for r, _ in post)  # post-LN: every block output is
 assert pre[-1][1] > 0.9 > post[-1][1] and post[-1][1] < post[0][1]  # pre-LN keeps the input; post-LN loses it step by step
 
 # %% [markdown]
-# Post-LN renormalises after every block, so the input's share of the stream shrinks block by block; pre-LN adds each sub-layer's output to an untouched copy of the input. The gradient sees the same picture in reverse: in pre-LN, the loss reaches every block's input through the identity path. Xiong et al. (2020, §3) show that at initialisation post-LN has large gradients near the output, which is why post-LN Transformers need a learning-rate warm-up, and that pre-LN can be trained without one. mhattn's training recipes still use a short linear warm-up (100 steps when a run is long enough, a tenth of the steps otherwise) before a cosine decay; a precaution, not something pre-LN needs:
+# Post-LN renormalises after every block, so the input's share of the stream shrinks block by block; pre-LN adds each sub-layer's output to an untouched copy of the input. The gradient sees the same picture in reverse: in pre-LN, the loss reaches every block's input through the identity path. Xiong et al. (2020, §3.3) prove that at initialisation a post-LN Transformer's gradients near the output are large, and hypothesise (§3.4) that this is one reason post-LN needs a learning-rate warm-up; in their experiments (§4), pre-LN Transformers trained without warm-up reach results comparable to post-LN with it. mhattn's training recipes still use a short linear warm-up (100 steps when a run is long enough, a tenth of the steps otherwise) before a cosine decay; whether they need it is not tested here:
 
 # %%
 print("learning rate of a 3000-step run at steps 0, 50, 99, 100, 2999 (peak 3e-3):")
@@ -278,4 +294,4 @@ print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")
 # * **Exercise 6** (`exercises/ex06_mha_forward.py`) and **exercise 7** (`exercises/ex07_mha_backward.py`): the attention sub-layer's forward and backward, the part of the block this notebook took as given.
 # * **Exercise 2** (`exercises/ex02_softmax.py`): the softmax whose Jacobian also gives the cross-entropy gradient above.
 #
-# To try (not graded): write your own `layernorm_backward` from the formula in section 3 and check it with `check_backward(layernorm_forward, your_backward, [x, gamma, beta])`; then set `num_layers=12` in `cfg6` (section 5) and watch the post-LN cosine keep falling.
+# To try (not graded): write your own `layernorm_backward` from the formula in section 3 and check it with `check_backward(layernorm_forward, your_backward, [x, gamma, beta])`; then set `num_layers=12` in `cfg6` (section 5) and see whether the post-LN cosine keeps falling.
