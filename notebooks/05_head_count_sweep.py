@@ -44,7 +44,7 @@
 #
 # Sequences of $T = 8$ random tokens from a vocabulary of $V = 8$. Each input vector is a one-hot token next to a one-hot position, so $d_{model} = V + T = 16$. At every position $t$ the model must name the tokens at positions $t-1, t-2, t-3$ and $t-4$ (cyclically). The model is **one** `MultiHeadAttention(16, h)` layer followed by a linear readout to $4 \times 8$ logits, trained with cross-entropy and Adam (all in `mhattn.course.sweep`).
 #
-# Why $h$ matters here: a head outputs a *weighted average* of value vectors. One head that spreads its weight over four positions returns the sum of four tokens' values, and a sum forgets which token sat where. With four heads, each can look at one offset, and the concat keeps their answers apart. With sixteen heads $d_k = 1$: a head's score matrix $q_t k_s$ is then a product of two numbers (a rank-1 matrix), and such a head cannot single out position $t - o$ for every $t$.
+# Why $h$ matters here: a head outputs a *weighted average* of value vectors. One head that spreads its weight over four positions returns one mixture of four tokens' values, and the linear readout has to pull four separate answers out of that mixture. With four heads, each can look at one offset, and the concat keeps their answers apart. With sixteen heads $d_k = 1$: a head's score matrix $q_t k_s$ is then a product of two numbers (a rank-1 matrix), so each query's largest score falls on the key with the largest $k_s$ (the smallest when $q_t < 0$): all queries of such a head put their largest weight on the same one or two keys, and it cannot single out position $t - o$ for every $t$.
 
 # %%
 import time
@@ -119,10 +119,10 @@ show(fig)
 # %% [markdown]
 # ## Same shape, different reasons
 #
-# Both curves rise from one head and come down again at many heads, at a fixed parameter count. In ours the rise has a cause we can see: one head must blend what several positions hold. Vaswani et al. report their rise (Table 3 (A): one head is 0.9 BLEU below the best setting) without testing a cause; §3.2.2 motivates multi-head attention with "With a single attention head, averaging inhibits this", a design argument, not a measured explanation of Table 3. The two falls differ:
+# Both curves rise from one head and come down again at many heads, at a fixed parameter count. In ours the layer's form suggests why it rises (above: one head must blend what several positions hold); the sweep measures the rise, not that explanation. Vaswani et al. report their rise (Table 3 (A): one head is 0.9 BLEU below the best setting) without testing a cause; §3.2.2 motivates multi-head attention with "With a single attention head, averaging inhibits this", a design argument, not a measured explanation of Table 3. The two falls differ:
 #
 # * **Ours** falls at $h = 16$ because $d_k = 1$: each head's scores $q_t k_s$ form a rank-1 matrix, which cannot point every query at its own $t - o$. That is a hard limit of the head's shape, so accuracy falls far below four heads' (by more than 0.2, asserted above).
-# * **The paper's** narrowest heads have $d_k = 16$ (Table 3 (A), $h = 32$), where a head can still aim at any one position. Its fall from $h = 16$ to $h = 32$ is 0.4 BLEU (25.8 to 25.4), and Vaswani et al. do not say what causes it; whatever it is, it is not our $d_k = 1$ limit.
+# * **The paper's** narrowest heads have $d_k = 16$ (Table 3 (A), $h = 32$), where the rank-1 argument above does not apply. Its fall from $h = 16$ to $h = 32$ is 0.4 BLEU (25.8 to 25.4), and Vaswani et al. do not say what causes it. Table 3 gives one number per setting and no spread over training runs, so it cannot show how much of a gap of a few tenths of BLEU another run would keep; whatever causes it, it is not our $d_k = 1$ limit.
 #
 # So this sweep illustrates *why one head is too few*; its fall at $h = 16$ is a different mechanism from the paper's fall at $h = 32$, not a reproduction of it.
 #
