@@ -50,7 +50,7 @@ import mhattn
 from mhattn.backend import device_of
 from mhattn.course.display import show
 from mhattn.course.lessons import time_attention, weights_bytes
-from mhattn.functional import linear_forward, scaled_dot_product_attention_forward, split_heads_forward
+from mhattn.functional import linear_forward, scaled_dot_product_attention_forward, softmax_forward, split_heads_forward
 from mhattn.plots.performance import heads_cost_figure, scaling_figure
 
 
@@ -78,7 +78,7 @@ print(f"256 GiB = {256 * 2**30 / 1e9:.0f} GB")
 assert 0.9 * 288e9 < 256 * 2**30 < 288e9  # about the whole of a 288 GB GPU
 
 # %% [markdown]
-# At $T = 32768$ the weights of one layer for a batch of 8 need 256 GiB (printed above in GB): about the whole memory of the largest single GPUs (288 GB parts exist) and more than most hold, for one layer's weights alone. This is the memory that FlashAttention-style kernels avoid by never storing the full weight matrix (they recompute it blockwise in the backward pass). mhattn's plain path keeps it, because a learner should be able to look at it; notebook 09 builds the tiled path, which does not.
+# At $T = 32768$ the weights of one layer for a batch of 8 need the amount printed above: about the whole memory of a 288 GB GPU (AMD's Instinct MI355X and NVIDIA's Blackwell Ultra, both announced in 2025 with 288 GB: The Register, 12 June 2025, https://www.theregister.com/2025/06/12/amd_mi355x/), for one layer's weights alone. This is the memory that FlashAttention-style kernels avoid by never storing the full weight matrix: they recompute it blockwise in the backward pass (Dao et al. 2022, §3.1, "Recomputation"). mhattn's plain path keeps it, because a learner should be able to look at it; notebook 09 builds the tiled path, which does not.
 #
 # ## Recorded figures
 #
@@ -110,10 +110,10 @@ for key in ("forward_s", "backward_s"):
     print(f"{key[:-2]:>8}: growth per doubling {np.round(times[1:] / times[:-1], 1)}, geometric mean {per_doubling:.2f}")
     assert 3 < per_doubling < 4  # closer to T^2 (x4) than to linear (x2), over the whole record
     steps = times[1:] / times[:-1]
-    assert steps.min() < 3 and steps.max() > 3.5  # but single doublings scatter: some near linear, some near quadratic
+    assert steps.min() < 2.5 and steps.max() > 4  # but single doublings scatter: some near linear, some above quadratic
 
 # %% [markdown]
-# **Why multiply-adds mislead here.** The quadratic part is not only the two matrix products: the softmax makes several elementwise passes over the `(B, h, T, T)` scores (maximum, subtract, `exp`, sum, divide; the backward more), and each pass costs far more per entry than a multiply-add inside a matrix product, which runs near the machine's peak. The $h$ per-head products are also small matrices, which run below peak. So the $T^2$ part costs more than its multiply-adds say, and takes a larger share of the time than its share of multiply-adds, already at small $T$ (both asserted below). Measured: the share of one forward spent in the attention step (scores, softmax, weighted sum) against the projections, at a small and a larger $T$.
+# **Why multiply-adds mislead here.** The quadratic part is not only the two matrix products: the softmax makes several elementwise passes over the `(B, h, T, T)` scores (maximum, subtract, `exp`, sum, divide; the backward more), and one softmax entry takes the time of many multiply-adds inside a matrix product (measured below at $T = 512$: the whole softmax per entry against the product $q k^\top$ per multiply-add). So the $T^2$ part costs more than its multiply-adds say, and takes a larger share of the time than its share of multiply-adds, already at small $T$ (asserted below). Measured: the share of one forward spent in the attention step (scores, softmax, weighted sum) against the projections, at a small and a larger $T$.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -151,6 +151,22 @@ for T, (proj, att, share) in shares.items():
 assert shares[512][2] > shares[64][2]  # the quadratic part takes a growing share of the time
 proj_madds, att_madds = madds(2, 64, 128, 8)
 assert shares[64][2] > att_madds / (proj_madds + att_madds)  # more time than its share of multiply-adds
+
+
+def softmax_against_product(T=512, B=2, d=128, h=8):
+    """CPU seconds of the softmax over (B, h, T, T) per entry, and of the product q k^T per multiply-add."""
+    q = split_heads_forward(np.random.default_rng(1).standard_normal((B, T, d)).astype(np.float32), h)[0]  # (B, h, T, d_k)
+    kT = q.swapaxes(-1, -2)  # (B, h, d_k, T)
+    scores = q @ kT  # (B, h, T, T)
+    product = cpu_seconds(lambda: q @ kT)
+    softmax = cpu_seconds(lambda: softmax_forward(scores))
+    return softmax / scores.size, product / (scores.size * (d // h))
+
+
+with threadpool_limits(1, "blas"):
+    per_entry, per_madd = softmax_against_product()
+print(f"T= 512: softmax {per_entry * 1e9:5.2f} ns per entry   q k^T {per_madd * 1e9:5.3f} ns per multiply-add")
+assert per_entry > 5 * per_madd  # one softmax entry costs the time of many multiply-adds
 
 # %% [markdown]
 # ## h heads cost about what one wide head costs, while $T \ll 2 d_{model}$
@@ -204,7 +220,7 @@ assert long_rows[16] > 2 * long_rows[1]  # ... but far from the same time
 # %% [markdown]
 # ## GPU records
 #
-# In a clone of the repository, `benchmarks/gpu_check.sh` (on a machine with CuPy, a CUDA build of torch and pytest) runs the test suite on CuPy, then times forward + backward of the plain and tiled paths (notebook 09) against `torch.nn.MultiheadAttention` on CUDA, and writes `mhattn/data/gpu_check.json` and `mhattn/data/attention_scaling_cupy.json` (which the figure above then plots beside the CPU record). With only the wheel, `python -m mhattn.course.scaling --backend cupy` times the same model on your GPU. This cell shows the GPU record where one is shipped:
+# In a clone of the repository, `benchmarks/gpu_check.sh` (on a machine with CuPy, a CUDA build of torch and pytest) runs the tests' GPU legs on CuPy and on torch CUDA (those it finds), then, when it has both, times forward + backward of the plain and tiled paths (notebook 09) against `torch.nn.MultiheadAttention` on CUDA and writes `mhattn/data/gpu_check.json` and `mhattn/data/attention_scaling_cupy.json` (which the figure above then plots beside the CPU record). With only the wheel, `python -m mhattn.course.scaling --backend cupy` times the same model on your GPU. This cell shows the GPU record where one is shipped:
 
 # %%
 gpu_record = data / "gpu_check.json"
@@ -222,7 +238,7 @@ else:
 # %% [markdown]
 # ## Timing it yourself
 #
-# Two rules make timings honest. **Warm up**: the first call pays for memory allocation (and on CuPy for compiling kernels), so it is not timed. **Synchronise**: GPU libraries launch kernels asynchronously, so the clock must be read only after the device has finished: `cupy.cuda.Device().synchronize()` on CuPy, `torch.cuda.synchronize()` for CUDA tensors. `mhattn.course.lessons.time_attention` does both: one untimed forward and backward, then the best of `repeats`, synchronising whatever GPU its input lives on. Timings change from run to run, so the test run ignores the output of the next cells.
+# Two rules make timings honest. **Warm up**: the first call pays for memory allocation (and on CuPy for compiling kernels), so it is not timed. **Synchronise**: GPU libraries launch kernels asynchronously, so the clock must be read only after the device has finished: `cupy.cuda.Device().synchronize()` on CuPy, `torch.cuda.synchronize()` for CUDA tensors (CuPy's documentation gives both: its "Overview" on compiling kernels at first use, its "Performance Best Practices" on timing asynchronous work). `mhattn.course.lessons.time_attention` does both: one untimed forward and backward, then the best of `repeats`, synchronising whatever GPU its input lives on. Timings change from run to run, so the test run ignores the output of the next cells.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -313,7 +329,7 @@ if torch is not None:
     assert np.allclose(mhattn.to_numpy(out_t), out_np, rtol=1e-12, atol=1e-12)  # and NumPy's numbers
 
 # %% [markdown]
-# **On a simulated GPU.** Tests of GPU code usually run on machines without a GPU. What breaks on a GPU is mostly one kind of mistake: a host-only call, such as `np.asarray` on an input, or a new array made without `device=` (so it lands on the default device, the CPU, while the inputs are on the GPU). A GPU library refuses both: it will not turn a device array into a NumPy array behind your back, and it will not compute with arrays on two devices. array-api-strict has a second device, `Device("device1")`, that refuses exactly these two things, so such a mistake fails on a CPU-only test machine as it would on a GPU. Its default device is not enough: strict arrays there convert to NumPy silently (through `__array__` on Python 3.11, the buffer protocol on newer Pythons), so only `device1` proves the code clean. mhattn's tests run on `device1` for that reason. The same model there gives NumPy's numbers:
+# **On a simulated GPU.** Tests of GPU code often run on machines without a GPU (this course's CI does). One kind of mistake breaks only on a GPU: a host-only call, such as `np.asarray` on an input, or a new array made without `device=` (so it lands on the default device, the CPU, while the inputs are on the GPU). A GPU library refuses both: it will not turn a device array into a NumPy array behind your back, and it will not compute with arrays on two devices. array-api-strict has a second device, `Device("device1")`, that refuses exactly these two things, so such a mistake fails on a CPU-only test machine as it would on a GPU. Its default device is not enough: strict arrays there convert to NumPy silently (through `__array__` on Python 3.11, the buffer protocol on newer Pythons), so only `device1` proves the code clean. mhattn's tests run on `device1` for that reason. The same model there gives NumPy's numbers:
 
 # %%
 with mhattn.use_backend("array_api_strict", device="device1"):
