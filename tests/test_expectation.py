@@ -65,10 +65,15 @@ def test_bad_input_names_the_argument(bad, k):
         ex.additive_expectation(bad, k)
 
 
-def _fake(gini, sim, median, mean, improved=0):
+def _fake(gini, sim, median, mean, improved=0, adapt=0.0):
+    """The verdicts' inputs for random removals of median ``median`` and mean ``mean`` (95% intervals ±10%);
+    ``adapt``: the median of Δ(S) - Δ_frozen(S), what letting the surviving heads change does (0: nothing)."""
     e = ex.Expectation(**{f.name: 0.0 for f in dataclasses.fields(ex.Expectation)})
     e.n_heads, e.n_remove, e.naive_expected_dloss, e.additive_expected_dloss = 12, 6, 4.0, 1.0
     e.observed_dloss_median, e.observed_dloss_mean, e.observed_mean_over_additive = median, mean, mean / 1.0
+    e.observed_dloss_median_ci, e.observed_dloss_mean_ci = [0.9 * median, 1.1 * median], [0.9 * mean, 1.1 * mean]
+    e.frozen_dloss_median, e.adaptation_median = median - adapt, adapt
+    e.adaptation_p10, e.adaptation_p90, e.fraction_adaptation_lowers = 1.5 * adapt, 0.5 * adapt, 0.9 if adapt < 0 else 0.0
     one = UnequalContribution(1.0, 0.1, 1, 0.7, gini, 0.5, 3.0, 0.6, [0.1, 1.0])
     two = Compensation(median, -0.1, 0.1, 0.2, 0.2, 0.9, 1.0, 0.1, sim, 0.5)
     three = RemovalImproved(improved, 200, -0.01 if improved else 0.1, 0, 0.0, [])
@@ -79,7 +84,7 @@ def test_verdicts_follow_the_numbers():
     plain = verdicts(*_fake(gini=0.7, sim=0.09, median=2.2, mean=2.3))
     assert plain.less_than_naive and plain.more_than_additive and plain.unequal_costs
     assert not (plain.reason1_unequal_explains or plain.reason2_compensation_holds or plain.reason3_noise_holds)
-    redundant = verdicts(*_fake(gini=0.6, sim=0.67, median=0.03, mean=0.2))
+    redundant = verdicts(*_fake(gini=0.6, sim=0.67, median=0.03, mean=0.2, adapt=-0.47))  # frozen survivors: +0.50
     assert redundant.reason2_compensation_holds and not redundant.reason1_unequal_explains
     additive = verdicts(*_fake(gini=0.7, sim=0.1, median=0.9, mean=1.1, improved=3))
     assert additive.reason3_noise_holds and additive.about_additive  # reason 1: tests/test_heads.py (median vs skew)
@@ -90,8 +95,8 @@ def test_conclusion_words_change_with_the_verdicts():
     args = _fake(gini=0.7, sim=0.09, median=2.2, mean=2.3)
     text = conclusion(args[0], verdicts(*args), *args[1:])
     assert "less than the naive" in text and "Reason 2" in text and "fails" in text and "re-learning" in text
-    args = _fake(gini=0.6, sim=0.67, median=0.03, mean=0.2)
-    assert "0.67; holds" in conclusion(args[0], verdicts(*args), *args[1:])
+    args = _fake(gini=0.6, sim=0.67, median=0.03, mean=0.2, adapt=-0.47)
+    assert "; holds. Largest output similarity between two heads 0.67" in conclusion(args[0], verdicts(*args), *args[1:])
 
 
 def _details(dloss):
