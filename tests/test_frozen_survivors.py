@@ -17,7 +17,7 @@ from mhattn.functional.positional import positional_encoding_forward
 from mhattn.functional.transformer import block_params
 from mhattn.heads import expectation as ex
 from mhattn.heads.answers import Compensation, RemovalImproved, UnequalContribution, gini
-from mhattn.heads.conclusion import conclusion, verdicts
+from mhattn.heads.conclusion import ADDITIVE_TOLERANCE, conclusion, verdicts
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.nn.transformer import ModelConfig, TransformerModel
 from mhattn.training.loop import multi_loss
@@ -243,3 +243,23 @@ def test_run_prune_records_the_frozen_losses_and_the_report_builds():
     assert ft["loss_pruned"] > base + 1e-3 and ft["recovered_fraction"] is None
     r = model_report(d)
     assert "no fine-tuning was run" in r.summary and "re-learning" not in r.conclusion and "Answer:" in r.conclusion
+
+
+def test_a_small_frozen_excess_is_not_spare_evidence_and_one_changed_subset_is_reported():
+    """Superadditive in every subset but by 5% of the frozen single costs: about additive, not spare evidence. And a
+    single subset whose loss changes when the survivors are freed is enough to drop "changes no subset's loss"."""
+    sums = np.array([COSTS[s].sum() for s in _details(np.zeros(20), np.zeros(20))["random"]["subsets"]])
+    adapt = np.zeros(20)
+    adapt[3] = -0.2  # one subset out of twenty: its 10th-90th percentile is still 0
+    e, v, text = _judge(_details(0.05 * sums, adapt))
+    assert e.fraction_frozen_superadditive == 1.0 and e.frozen_excess_median > 0 and not v.spare_evidence
+    assert e.adaptation_p10 == e.adaptation_p90 == 0.0 and e.adaptation_max_abs == pytest.approx(0.2)
+    assert "changes no subset's loss" not in text and "lower in 5% of subsets" in text
+    e, v, _ = _judge(_details(0.5 * sums, np.zeros(20)))
+    assert v.spare_evidence and e.frozen_excess_median > ADDITIVE_TOLERANCE * e.frozen_single_sum_median
+
+
+@pytest.mark.parametrize("n", [0, -3, 2.5])
+def test_bootstrap_interval_refuses_a_bad_resample_count(n):
+    with pytest.raises(ValueError, match="n_resamples"):
+        ex.bootstrap_interval([1.0, 2.0], n_resamples=n)

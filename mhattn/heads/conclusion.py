@@ -31,7 +31,8 @@ UNEQUAL_GINI = 0.5  # single-ablation costs count as unequal from this Gini coef
 ADDITIVE_TOLERANCE = 0.25  # "about additive": observed mean within ±25% of (k/h) Σ single costs
 REDUNDANT_SIMILARITY = 0.5  # two heads' centred outputs count as overlapping from this cosine similarity up
 COMPENSATION_FRACTION = 0.1  # survivors compensate when freeing them lowers the median cost by 10% of the frozen one
-SPARE_FRACTION = 0.5  # spare evidence: at least half the subsets superadditive with the survivors frozen
+SPARE_FRACTION = 0.5  # spare evidence: at least half the subsets superadditive with the survivors frozen, and the
+# median excess above ADDITIVE_TOLERANCE x the median sum of frozen single costs (not "about additive")
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Verdicts:
     about_additive: bool  # the mean within ADDITIVE_TOLERANCE of it
     unequal_costs: bool  # Gini of single costs >= UNEQUAL_GINI
     redundant_outputs: bool  # some pair of heads with output similarity >= REDUNDANT_SIMILARITY
-    spare_evidence: bool  # superadditive with every surviving head frozen, in >= SPARE_FRACTION of subsets
+    spare_evidence: bool  # clearly superadditive with every surviving head frozen (see SPARE_FRACTION)
     reason1_unequal_explains: bool  # unequal, skewed additive outcomes, observed median about the additive median
     reason2_compensation_holds: bool  # freeing the survivors lowers the median cost by >= COMPENSATION_FRACTION
     reason3_noise_holds: bool  # some random removal lowered the loss
@@ -63,6 +64,13 @@ def compensates(e: Expectation) -> bool:
     return e.adaptation_median < -COMPENSATION_FRACTION * abs(e.frozen_dloss_median) and e.fraction_adaptation_lowers > 0.5
 
 
+def spare(e: Expectation) -> bool:
+    """Whether heads stay clearly superadditive with every surviving head frozen: in at least SPARE_FRACTION of the
+    subsets, and the median excess above ADDITIVE_TOLERANCE x the median sum of the frozen single costs."""
+    clear = e.frozen_excess_median > ADDITIVE_TOLERANCE * abs(e.frozen_single_sum_median)
+    return clear and e.fraction_frozen_superadditive >= SPARE_FRACTION
+
+
 def verdicts(e: Expectation, one: UnequalContribution, two: Compensation, three: RemovalImproved):
     """:class:`Verdicts` from the computed comparisons (reasons 1 and 2: see the module's docstring)."""
     unequal = one.gini_single_ablation >= UNEQUAL_GINI
@@ -72,7 +80,7 @@ def verdicts(e: Expectation, one: UnequalContribution, two: Compensation, three:
         more_than_additive=e.observed_dloss_mean_ci[0] > e.additive_expected_dloss,
         about_additive=abs(e.observed_mean_over_additive - 1.0) <= ADDITIVE_TOLERANCE, unequal_costs=unequal,
         redundant_outputs=two.max_output_similarity >= REDUNDANT_SIMILARITY,
-        spare_evidence=e.frozen_excess_median > 0 and e.fraction_frozen_superadditive >= SPARE_FRACTION,
+        spare_evidence=spare(e),
         reason1_unequal_explains=reason1, reason2_compensation_holds=compensates(e),
         reason3_noise_holds=three.n_random_subsets_improved > 0,
     )  # fmt: skip
@@ -105,9 +113,9 @@ def _reason1(e: Expectation, v: Verdicts, one: UnequalContribution) -> str:
 
 def _mechanism(e: Expectation, v: Verdicts) -> str:
     """What is left with every surviving head frozen: the spare-evidence sentence."""
-    text = (f"With every surviving head's output frozen, a removal costs {e.frozen_excess_median:+.3f} more than its "
-            f"heads' frozen single costs added (median; 10th-90th percentile "
-            f"{_interval(e.frozen_excess_p10, e.frozen_excess_p90)}; more in "
+    text = (f"With every surviving head's output frozen, a removal's cost minus its heads' frozen single costs added is "
+            f"{e.frozen_excess_median:+.3f} (median, against a median sum of {e.frozen_single_sum_median:+.3f}; 10th-90th "
+            f"percentile {_interval(e.frozen_excess_p10, e.frozen_excess_p90)}; positive in "
             f"{100 * e.fraction_frozen_superadditive:.0f}% of subsets)")  # fmt: skip
     if v.spare_evidence:
         return text + ", so spare evidence holds: the rest of the network needs only part of what the heads give."
@@ -117,8 +125,9 @@ def _mechanism(e: Expectation, v: Verdicts) -> str:
 def _reason2(e: Expectation, v: Verdicts, two: Compensation) -> str:
     """The reason-2 sentence: what letting the survivors change does to the cost."""
     head = "Reason 2 (survivors compensate without retraining):"
-    if e.adaptation_p10 == e.adaptation_p90 == 0.0:
-        change = "freezing the survivors changes no subset's loss (with one layer every head reads only the embeddings)"
+    if e.adaptation_max_abs == 0.0:
+        change = ("freezing the survivors changes no subset's loss: no surviving head changed what it does (in a "
+                  "one-layer model none can, every head reads only the embeddings)")  # fmt: skip
     else:
         change = (f"letting the survivors change moves a removal's cost by {e.adaptation_median:+.3f} (median; 10th-90th "
                   f"percentile {_interval(e.adaptation_p10, e.adaptation_p90)}; lower in "

@@ -93,8 +93,10 @@ def bootstrap_interval(values, statistic=np.mean, n_resamples=2000, level=0.95, 
     replacement ``n_resamples`` times (seeded, so the same numbers every run) and take the percentiles.
 
     Raises:
-        ValueError: ``values`` empty or not finite, or ``level`` outside (0, 1).
+        ValueError: ``values`` empty or not finite, ``level`` outside (0, 1), or ``n_resamples`` below 1.
     """
+    if not isinstance(n_resamples, int) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
     v = np.ravel(np.asarray(values, dtype=float))
     if v.size == 0 or not np.all(np.isfinite(v)):
         raise ValueError(f"values must be a non-empty finite sample, got {v.size} values")
@@ -155,6 +157,7 @@ class Expectation:
     p_random_misses_top2: float  # C(h-2, k) / C(h, k)
     # the same subsets with every surviving head's output frozen (no head can change what it does)
     frozen_dloss_median: float
+    frozen_single_sum_median: float  # median over subsets of Σ_{j∈S} c_j^frozen
     frozen_excess_median: float  # Δ_frozen(S) - Σ_{j∈S} c_j^frozen: > 0 = superadditive with the survivors fixed
     frozen_excess_p10: float
     frozen_excess_p90: float
@@ -163,6 +166,7 @@ class Expectation:
     adaptation_p10: float
     adaptation_p90: float
     fraction_adaptation_lowers: float  # subsets with Δ(S) < Δ_frozen(S)
+    adaptation_max_abs: float  # 0 when no subset's loss changed with the survivors freed (always so with one layer)
 
 
 def expectation(details):
@@ -203,8 +207,10 @@ def _frozen(details, rnd):
     adapt = rnd - fr
     pct = lambda x, q: float(np.percentile(x, q))  # noqa: E731
     return dict(
-        frozen_dloss_median=float(np.median(fr)), frozen_excess_median=float(np.median(excess)),
+        frozen_dloss_median=float(np.median(fr)), frozen_single_sum_median=float(np.median(fr - excess)),
+        frozen_excess_median=float(np.median(excess)),
         frozen_excess_p10=pct(excess, 10), frozen_excess_p90=pct(excess, 90),
         fraction_frozen_superadditive=float((excess > 0).mean()), adaptation_median=float(np.median(adapt)),
         adaptation_p10=pct(adapt, 10), adaptation_p90=pct(adapt, 90), fraction_adaptation_lowers=float((adapt < 0).mean()),
+        adaptation_max_abs=float(np.abs(adapt).max()),
     )  # fmt: skip

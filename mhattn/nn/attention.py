@@ -128,7 +128,8 @@ class MultiHeadAttention:
             averaged over heads, ``(B, h, T, S)`` per head, or ``None``. Weights are
             taken *before* dropout, so rows sum to 1 (torch returns them after dropout).
             A query with no allowed key gets all-zero weights, so its output is ``b_o``
-            (torch gives NaN there, pytorch/pytorch#41508).
+            (``torch.nn.MultiheadAttention`` gives NaN there on some paths, pytorch/pytorch#41508;
+            ``F.scaled_dot_product_attention`` gives zeros, pytorch/pytorch#133882).
 
         Raises:
             TypeError: non-float input, dtype unlike the parameters', arrays of two libraries mixed.
