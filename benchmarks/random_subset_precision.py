@@ -20,8 +20,10 @@ Reason 2 is not resampled: with one layer every head reads only the embeddings, 
 removal is the same computation as the free one (``HeadMaskEvaluator.evaluate(frozen=True)``), the adaptation
 is 0 in every subset and ``reason2_compensation_holds`` fails whatever the sample. For the same reason the
 frozen single costs are the single costs, so the frozen excess behind ``spare_evidence`` is the interaction
-``Δ(S) - Σ_{j∈S} c_j`` computed here; checkpoints with more layers are refused. Not a test (about 4 min for
-the two roles checkpoints on one core of a shared 2-core VM):
+``Δ(S) - Σ_{j∈S} c_j`` computed here; checkpoints with more layers are refused. It also prints, per job
+(classifier), the subsets in which that job's loss jumps by more than ``JOB_JUMP`` and the heads they all remove:
+why the head-dropout model's outcomes, and so its median's interval, are bimodal. Not a test (4-5 min for the
+two roles checkpoints on one core of a shared 2-core VM):
 
     python benchmarks/random_subset_precision.py --n 50 100 200 400
 
@@ -54,11 +56,13 @@ STATS = {
     "worst": np.max,
 }
 N_BOOT, BOOT_SEED, LEVEL = 2000, 0, 0.95  # bootstrap_interval's defaults, as expectation() calls it
+JOB_JUMP = 0.3  # nats: a job's loss change counted as a jump (bimodal outcomes, RESULTS.md)
 
 
 def population(model, task):
     """Every k-subset on the prune evaluation set: ``dloss`` ``(C(L*h, k),)``, ``sums`` (Σ single costs of each
-    subset, same shape), ``single`` ``(L*h,)``, ``none`` (L(no heads) - L(all)) and ``k``; all float64 nats."""
+    subset, same shape), ``single`` ``(L*h,)``, ``none`` (L(no heads) - L(all)), ``job_dloss`` (each classifier's
+    ``loss/j`` change, ``(C(L*h, k),)`` each), all float64 nats; ``k`` and ``subsets`` ``(C(L*h, k), k)`` int."""
     s = settings_for(task, {})
     L, h = model.cfg.num_layers, model.cfg.num_heads
     if L != 1:
@@ -68,9 +72,28 @@ def population(model, task):
     base = ev.evaluate()
     single = np.ravel(ablation_deltas(model, *data, mode="zero", evaluator=ev)[0])
     subsets = np.array(list(itertools.combinations(range(L * h), s.n_remove)))  # (C(L*h, k), k)
-    dloss = np.array([ev.evaluate(_mask(L, h, sub))["loss"] - base["loss"] for sub in subsets])
+    runs = [ev.evaluate(_mask(L, h, sub)) for sub in subsets]
+    jobs = sorted(key for key in base if key.startswith("loss/"))  # one loss per classifier (the roles' jobs)
     none = ev.evaluate(np.zeros((L, h)))["loss"] - base["loss"]
-    return {"dloss": dloss, "sums": single[subsets].sum(axis=1), "single": single, "none": none, "k": s.n_remove}
+    return {"dloss": np.array([r["loss"] - base["loss"] for r in runs]), "sums": single[subsets].sum(axis=1),
+            "single": single, "none": none, "k": s.n_remove, "subsets": subsets,
+            "job_dloss": {j: np.array([r[j] - base[j] for r in runs]) for j in jobs}}  # fmt: skip
+
+
+def job_breakers(pop, threshold=JOB_JUMP):
+    """For each job: in how many subsets its loss rises by more than ``threshold`` nats, the heads every one of
+    them removes, and whether those are exactly the subsets that remove all of these heads."""
+    subsets = pop["subsets"]
+    removed = np.zeros((len(subsets), pop["single"].size), dtype=bool)  # (C(H, k), H): head j removed in subset i
+    removed[np.arange(len(subsets))[:, None], subsets] = True
+    lines = []
+    for job, dj in pop["job_dloss"].items():
+        big = dj > threshold
+        common = np.flatnonzero(removed[big].all(axis=0)) if big.any() else np.array([], dtype=int)
+        exact = big.any() and np.array_equal(big, removed[:, common].all(axis=1))
+        lines.append(f"{job} in {int(big.sum())}, all removing heads {common.tolist()}" + (" (exactly those)" if exact else ""))
+    some = np.logical_or.reduce([dj > threshold for dj in pop["job_dloss"].values()]) if lines else np.zeros(0, bool)
+    return f"  a job's loss up by more than {threshold} nats: " + "; ".join(lines) + f"; some job: {int(some.sum())}"
 
 
 def references(pop):
@@ -159,6 +182,7 @@ def report_model(name, rng, ns, resamples):
     print("  population: " + ", ".join(f"{s} {f(dloss):+.3f}" for s, f in STATS.items())
           + f"; lowering the loss {int((dloss < 0).sum())} of {dloss.size}")  # fmt: skip
     print("  population deciles: " + ", ".join(f"{q:+.3f}" for q in np.percentile(dloss, range(10, 100, 10))))
+    print(job_breakers(pop))
     whole = held(dloss[None], (dloss - pop["sums"])[None], np.median(dloss)[None], dloss.mean()[None], ref)
     print("  verdicts on the population (point values): " + ", ".join(f"{v} {bool(b[0])}" for v, b in whole.items()))
     for n in ns:
