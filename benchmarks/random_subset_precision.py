@@ -13,8 +13,10 @@ sample-dependent verdict of :func:`mhattn.heads.conclusion.verdicts` holds, comp
   counts per sample position: a median is read off the cumulative counts in sorted order (the same number
   as ``np.median``), a mean is a product with the counts (equal up to rounding). Each n checks its first
   resample against ``bootstrap_interval`` itself.
-* ``about_additive`` (mean within ``ADDITIVE_TOLERANCE``), ``spare_evidence``, reason 1 (its premise, the
-  Gini and skew of the single costs, does not depend on the sample; the observed median does) and reason 3.
+* ``about_additive`` (mean within ``ADDITIVE_TOLERANCE``), ``spare_evidence`` (the median excess above
+  ``ADDITIVE_TOLERANCE`` x the median single-cost sum, and positive in at least ``SPARE_FRACTION`` of the subsets),
+  reason 1 (its premise, the Gini and skew of the single costs, does not depend on the sample; the observed median
+  does) and reason 3.
 
 Reason 2 is not resampled: with one layer every head reads only the embeddings, so the frozen-survivors
 removal is the same computation as the free one (``HeadMaskEvaluator.evaluate(frozen=True)``), the adaptation
@@ -148,11 +150,12 @@ def held(draws, inter, median_hi, mean_lo, ref):
     mean, median, add = draws.mean(axis=1), np.median(draws, axis=1), ref["additive"]
     ratio = mean / add if add > 0 else np.full(mean.shape, math.inf)  # observed_mean_over_additive
     close = np.abs(median - ref["additive_median"]) <= ADDITIVE_TOLERANCE * abs(ref["additive_median"])
+    clear = np.median(inter, axis=1) > ADDITIVE_TOLERANCE * np.abs(np.median(draws - inter, axis=1))  # conclusion.spare
     return {
         "less_than_naive": median_hi < ref["naive"],
         "more_than_additive": mean_lo > add,
         "about_additive": np.abs(ratio - 1.0) <= ADDITIVE_TOLERANCE,
-        "spare_evidence": (np.median(inter, axis=1) > 0) & ((inter > 0).mean(axis=1) >= SPARE_FRACTION),
+        "spare_evidence": clear & ((inter > 0).mean(axis=1) >= SPARE_FRACTION),
         "reason1_unequal_explains": ref["reason1_premise"] & close,
         "reason3_noise_holds": (draws < 0).any(axis=1),
     }
