@@ -26,7 +26,7 @@ class PruneSettings:
     n_random: int = 100  # random subsets of n_remove heads; benchmarks/random_subset_precision.py
     eval_size: int = 512  # sequences in the fixed evaluation set
     curve_orders: int = 3  # random removal orders averaged in the pruning curve (notebook 07's setting)
-    finetune_steps: int = 100  # brief fine-tuning after pruning (compensation); benchmarks/finetune_convergence.py
+    finetune_steps: int = 100  # brief fine-tuning after pruning (re-learning); benchmarks/finetune_convergence.py
     gate_steps: int = 200  # hard-concrete gate training steps (0 skips); benchmarks/gate_convergence.py
     l0_lambda: float = 0.05  # L0 penalty weight
     seed: int = 0
