@@ -72,11 +72,11 @@ print(QUESTION)
 # 100 random subsets of six heads on 512 evaluation sequences; under a minute on a 2-core CPU).
 #
 # The third model is the deep text model of notebook 10, with half of its 32 heads removed at random (16, taken from
-# any layers). Its measurements take minutes per training seed, so `benchmarks/deep_pruning.py --halves` made them
-# once for each of its three training seeds, by running exactly what `mhattn prune --task text-deep --remove 16
-# --gate-steps 0` runs, and stored them in `mhattn/data/text-deep-pruning.json`; `tests/test_deep_model.py`
-# re-computes a slice of seed 0's. The report is rebuilt here from those measurements by the same code the command
-# uses.
+# any layers). Its measurements take minutes per training seed, so `benchmarks/deep_pruning.py --halves` (in a clone
+# of the repository) made them once for each of its three training seeds, by running exactly what `mhattn prune
+# --task text-deep --remove 16 --gate-steps 0` runs, and stored them in `mhattn/data/text-deep-pruning.json`;
+# `tests/test_deep_model.py` re-computes a slice of seed 0's. The report is rebuilt here from those measurements by
+# the same code the command uses.
 
 # %%
 settings = {"n_remove": 6, "n_random": 100, "curve_orders": 3, "finetune_steps": 100, "gate_steps": 0, "seed": 0}
