@@ -246,7 +246,8 @@ assert np.unravel_index(abls[0].argmax(), abls[0].shape)[0] == 1 and surv[0, 1] 
 # Voita et al. 2019 (§6) prune by training: each head gets a hard-concrete gate, and an L0 penalty (weight λ) makes
 # closing gates pay, while the model is fine-tuned with them (`mhattn.heads.gates`). The data file holds the gates
 # trained exactly as `mhattn prune` trains them (its default steps and λ, printed below), one run per training seed;
-# seed 0's are the ones `mhattn prune --task text-deep` reports. Which heads do they close, and do those agree with the scores above?
+# seed 0's are the ones `mhattn prune --task text-deep` reports. Which heads do they close, and do those agree with
+# the scores above?
 
 
 # %%
