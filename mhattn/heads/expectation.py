@@ -11,16 +11,17 @@ k-subset S (each of the ``C(h, k)`` subsets equally likely):
   all heads to no heads, ``E[Δ] = (k/h) (L(no heads) - L(all heads))``; accuracy likewise.
 
 The sign of ``Δ(S) - Σ_{j∈S} c_j`` tells how heads combine. Positive (superadditive): a head costs
-more once others are gone. Superadditivity and "less than naive" are one fact seen twice: if every
-half S and its complement S' satisfy ``Δ(S) + Δ(S') <= Δ(all)``, the mean random half costs at most
-``Δ(all)/2``, the naive reading. Two mechanisms make heads superadditive, and one measurement tells
-them apart: *spare evidence* (the rest of the network, LayerNorm, feed-forward and softmax, needs only
-part of what the heads provide, as a model whose loss is near zero does) and *compensation* (surviving
-heads change what they do when others are gone). Freezing every surviving head's output at its
-all-heads value removes compensation and keeps spare evidence: the ``frozen_*`` fields are the
-superadditivity left then, the ``adaptation_*`` fields what the survivors' changes add (negative: they
-lowered the cost). Negative (subadditive): the heads' costs overlap, as when several heads are each
-needed for the same job.
+more once others are gone. "Less than naive" is the same kind of fact at a larger scale: if every
+half S and its complement S' satisfy ``Δ(S) + Δ(S') <= Δ(all)`` (halves superadditive against the
+whole), the mean random half costs at most ``Δ(all)/2``, the naive reading. Superadditivity against
+single heads does not imply it (notebook 07's deep model has the first, not the second). Two
+mechanisms make heads superadditive, and one measurement tells them apart: *spare evidence* (the
+rest of the network, LayerNorm, feed-forward and softmax, needs only part of what the heads provide,
+as a model whose loss is near zero does) and *compensation* (surviving heads change what they do
+when others are gone). Freezing every surviving head's output at its all-heads value removes
+compensation and keeps spare evidence: the ``frozen_*`` fields are the superadditivity left then, the
+``adaptation_*`` fields what the survivors' changes add (negative: they lowered the cost). Negative
+(subadditive): the heads' costs overlap, as when several heads are each needed for the same job.
 """
 
 from __future__ import annotations
