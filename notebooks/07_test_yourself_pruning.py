@@ -69,8 +69,8 @@ print(QUESTION)
 # it is more or less than half the loss of removing *all* heads; whether heads removed together cost more or less
 # than the sum of their single-removal costs; and whether any removal lowers the loss. Then run the next cell, which
 # runs the experiment behind `mhattn prune` with its defaults, without the gates of lesson 06 (`settings` below:
-# 100 random subsets of six heads on 512 evaluation sequences; the command's wall times are recorded in
-# `benchmarks/RESULTS.md`).
+# 100 random subsets of six heads on 512 evaluation sequences; the command prints its own wall time, and in a clone
+# of the repository `benchmarks/RESULTS.md` records it).
 #
 # The third model is the deep text model of notebook 10, with half of its 32 heads removed at random (16, taken from
 # any layers). Its measurements take minutes per training seed, so `benchmarks/deep_pruning.py --halves` (in a clone

@@ -102,8 +102,8 @@ def _wait(proc, done_r: int, timeout: float) -> tuple[bool, bool]:
             if os.read(done_r, 1) == b"1":
                 return True, False
             watching = False  # end of file, or not the byte a worker writes: only the process is watched now
-        if proc.poll() is not None:
-            return False, False
+        if proc.poll() is not None:  # it may have written the byte and exited since the poll above: look once more
+            return watching and bool(poller.poll(0)) and os.read(done_r, 1) == b"1", False
         if not watching:
             time.sleep(min(left, 0.02))
 
