@@ -56,19 +56,15 @@ def random_removals(model, data, base, n_remove, n_random, rng, evaluator=None):
     bar = progress_bar(n_random, None, desc="random subsets", unit="subset")
     for _ in range(n_random):
         removed = sorted(rng.choice(L * h, size=n_remove, replace=False).tolist())
-        r = ev.evaluate(_mask(L, h, removed))
+        mask = _mask(L, h, removed)
+        r = ev.evaluate(mask)
         subsets.append(removed)
         dloss.append(r["loss"] - base["loss"])
         dacc.append(r["acc"] - base["acc"])
-        frozen.append(ev.evaluate(_mask(L, h, removed), frozen=True)["loss"] - base["loss"])
+        frozen.append(ev.evaluate(mask, frozen=True)["loss"] - base["loss"])
         bar.update()
     bar.close()
     return {"subsets": subsets, "dloss": dloss, "dacc": dacc, "frozen_dloss": frozen}
-
-
-def frozen_singles(ev, base, L, h):
-    """``(L, h)`` loss change of removing each head alone with every other head's output frozen (nats)."""
-    return np.array([ev.evaluate(_mask(L, h, [j]), frozen=True)["loss"] - base["loss"] for j in range(L * h)]).reshape(L, h)
 
 
 def michel_iterative(model, data, n_remove, step=1, start=(), evaluator=None):
@@ -165,6 +161,7 @@ def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True)
     imp = normalise_importance(raw)
     zero_dl, zero_da = ablation_deltas(model, *data, mode="zero", evaluator=ev)
     mean_dl, _ = ablation_deltas(model, *data, mode="mean", evaluator=ev)
+    frozen_dl, _ = ablation_deltas(model, *data, mode="zero", evaluator=ev, frozen=True)
     rand = random_removals(model, data, base, s.n_remove, s.n_random, rng, evaluator=ev)
     order = np.argsort(imp.ravel(), kind="stable")
     least, most = order[: s.n_remove].tolist(), order[::-1][: s.n_remove].tolist()
@@ -178,7 +175,7 @@ def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True)
         "settings": asdict(s), "num_layers": L, "num_heads": h, "baseline": base,
         "importance": imp.tolist(), "importance_raw": raw.tolist(),
         "ablation_zero_dloss": zero_dl.tolist(), "ablation_zero_dacc": zero_da.tolist(), "ablation_mean_dloss": mean_dl.tolist(),
-        "ablation_frozen_dloss": frozen_singles(ev, base, L, h).tolist(),
+        "ablation_frozen_dloss": frozen_dl.tolist(),
         "spearman_importance_vs_zero_ablation": spearman(imp, zero_dl),
         "spearman_importance_vs_mean_ablation": spearman(imp, mean_dl),
         "random": rand,
