@@ -249,6 +249,8 @@ def _train_and_analyse():
     maps = attention_maps(model, ids[:3])
     out = {
         "evaluate": evaluate(model, ids, targets, head_mask=mask)["loss"], "evaluator": ev.evaluate(mask)["loss"],
+        "frozen": ev.evaluate(mask, frozen=True)["loss"],
+        "frozen_ablation": ablation_deltas(model, ids, targets, evaluator=ev, frozen=True)[0],
         "importance": ev.importance_grads(batch_size=2), "head_importance": head_importance(model, ids, targets, batch_size=5)[1],
         "maps": maps, "mean_ablation": ablation_deltas(model, ids, targets, mode="mean", evaluator=ev)[0],
         "similarity": np.array(head_similarity(model, ids[:3], maps)["output"]),
