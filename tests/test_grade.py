@@ -43,6 +43,12 @@ def reasons(report):
     return {r["name"]: r["reason"] for r in report["exercises"]}
 
 
+def short(report):
+    """The seed and each exercise below full marks with its reason: what a failing assert should print."""
+    lost = {r["name"]: r["reason"] for r in report["exercises"] if r["points"] < r["max_points"]}
+    return f"seed {report['seed']}: {lost}"
+
+
 @pytest.fixture(scope="module")
 def solutions_report():
     return grade(ROOT / "solutions")
@@ -69,7 +75,7 @@ def with_edits(tmp_path, edits=(), files=None):
 
 
 def test_solutions_get_full_marks(solutions_report):
-    assert points(solutions_report) == FULL, f"seed {solutions_report['seed']}: {reasons(solutions_report)}"
+    assert points(solutions_report) == FULL, short(solutions_report)
     assert all(c["points"] == c["max_points"] for r in solutions_report["exercises"] for c in r["checks"])
     assert solutions_report["total"] == solutions_report["max_total"] == sum(FULL.values())
 
@@ -82,7 +88,7 @@ def test_untouched_exercises_get_zero(exercises_report):
 @pytest.mark.parametrize("case", WRONG, ids=[c.name for c in WRONG])
 def test_wrong_submission_loses_exactly_its_checks(case, tmp_path):
     report = grade(with_edits(tmp_path, case.edits))
-    assert points(report) == {**FULL, case.exercise: FULL[case.exercise] - lost_points(case)}, f"seed {report['seed']}"
+    assert points(report) == {**FULL, case.exercise: FULL[case.exercise] - lost_points(case)}, short(report)
     row = next(r for r in report["exercises"] if r["name"] == case.exercise)
     assert {c["name"] for c in row["checks"] if c["points"] == 0} == set(LOST[case.name]), row["checks"]
     assert all(c["points"] in (0, c["max_points"]) for c in row["checks"])
