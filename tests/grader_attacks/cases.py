@@ -1,8 +1,9 @@
-"""The known-wrong submissions and the attacks on the grader, each as small edits of solutions/.
+"""The attacks on the grader, each as small edits of solutions/ (with the honest mistakes, WRONG, in ALL).
 
-WRONG: honest mistakes; each must lose exactly its own exercise's points (visible or hidden test
-failed). ATTACKS: submissions that try to get points without computing the right values, to break
-the grader, or to outlive it; issue 9 lists the first ones, the rest were found while fixing them.
+WRONG (grader_attacks/wrong.py): honest mistakes; each must lose exactly its own exercise's points (visible
+or hidden test failed). ATTACKS: submissions that try to get points without computing the right values, to
+break the grader, or to outlive it; issue 9 lists the first ones, the rest were found while fixing them.
+ROUTES (grader_attacks/routes.py): a reference reached by another route.
 """
 
 from __future__ import annotations
@@ -26,38 +27,8 @@ from grader_attacks.edits import (
     ex05_first,
     ex05_instead,
 )
-
-WRONG = (
-    Case("split_no_transpose", "ex01_split_heads", (Edit("ex01_split_heads.py",
-         "    out = x.reshape(B, T, num_heads, d_k)  # (B, T, h, d_k)\n"
-         "    return np.ascontiguousarray(out.transpose(0, 2, 1, 3))  # (B, h, T, d_k)\n",
-         "    return x.reshape(B, num_heads, T, d_k)  # right shape, but positions mix into heads\n"),),
-         "in the wrong places"),
-    Case("softmax_query_axis", "ex02_softmax", (Edit(EX02, "    m = z.max(axis=-1, keepdims=True)  # (..., 1)\n",
-         "    m = z.max(axis=-2, keepdims=True)\n"), Edit(EX02, "    s = e.sum(axis=-1, keepdims=True)  # (..., 1)\n",
-         "    s = e.sum(axis=-2, keepdims=True)\n")), "softmax over axis"),
-    Case("softmax_backward_diagonal", "ex02_softmax", (Edit(EX02,
-         "    dot = (dprobs * probs).sum(axis=-1, keepdims=True)  # (..., 1)\n    return probs * (dprobs - dot)  # (..., S)\n",
-         "    return probs * (1 - probs) * dprobs  # only the Jacobian's diagonal\n"),), "softmax_backward"),
-    Case("scale_sqrt_d_model", "ex03_attention_forward", (Edit("ex03_attention_forward.py",
-         "/ math.sqrt(q.shape[-1])", "/ math.sqrt(q.shape[1] * q.shape[-1])"),), "by 1/sqrt(h * d_k) = 1/sqrt(d_model)"),
-    Case("causal_hides_diagonal", "ex03_attention_forward", (Edit("ex03_attention_forward.py",
-         "dtype=bool), k=1)", "dtype=bool), k=0)"),), "(tolerance 0.0e+00); it also hides the diagonal"),
-    Case("concat_wrong_order", "ex05_combine_heads", (Edit(EX05, "out = x.transpose(0, 2, 1, 3)",
-         "out = x[:, ::-1].transpose(0, 2, 1, 3)"),), "in the wrong places"),
-    Case("hardcoded_count", "ex08_count_parameters", (Edit("ex08_count_parameters.py",
-         "    return int(num_heads * per_head + d_model * d_model + (4 * d_model if bias else 0))\n",
-         "    return 1_050_624  # the answer for (512, 8) that the visible test checks\n"),),
-         "hidden test failed: count_parameters("),
-    *(Case(name, "ex11_online_softmax", (Edit(EX11, old, new),), words) for name, old, new, words in (
-        ("online_no_rescale", "alpha = np.exp(m - m_safe)", "alpha = np.ones_like(m)",
-         "the running sum and output are not rescaled by exp(m_old - m_new)"),
-        ("online_lse_is_max", "lse[..., 0].astype(q.dtype)", "m[..., 0].astype(q.dtype)", "lse is each row's maximum"),
-        ("online_nan_on_masked_row", "m_safe = np.where(np.isfinite(m_new), m_new, 0.0)", "m_safe = m_new",
-         "contains NaN or inf; NaN where a row's keys so far are all masked"),
-        ("online_scale_sqrt_S", "np.sqrt(q.shape[-1])", "np.sqrt(k.shape[-2])", "a scaling by 1/sqrt(S), S keys instead"),
-    )),
-)  # fmt: skip
+from grader_attacks.routes import ROUTES
+from grader_attacks.wrong import WRONG
 
 _FORGE = """
 import os, sys
@@ -322,37 +293,6 @@ ATTACKS += (
          "modified its input x in place"),
     Case("exit_leaving_session_helper", "ex05_combine_heads", (ex05_first(_EXIT_LEAVING_HELPER),), "exit code 0"),
     Case("stdlib_sysconfig", "ex05_combine_heads", (at_import(EX05, "import sysconfig\nsysconfig.get_paths()"),), full=True),
-)  # fmt: skip
-# issue 19: a reference for the step by another route (mhattn.grade.routes); each of these scores full marks
-# when no module is hidden (tests/test_grade_routes.py checks that it is a route)
-_TILED_EX04 = """    import importlib
-    T = importlib.import_module("mhattn.functional.attention_" + "tiled")
-    _, _, cache = T.tiled_attention_forward(q, k, v, weights == 0)
-    return T.tiled_attention_backward(dout, cache)
-"""
-_TILED_EX03 = """    import importlib
-    T = importlib.import_module("mhattn.functional.attention_" + "tiled")
-    eye = np.eye(k.shape[-2], dtype=q.dtype)
-    eye = np.broadcast_to(eye, k.shape[:-2] + eye.shape)  # values = identity: the output is the weights
-    out = T.tiled_attention_forward(q, k, v, mask, causal=causal)[0]
-    return out, T.tiled_attention_forward(q, k, eye, mask, causal=causal)[0]
-"""
-_TILED_EX02 = """
-import importlib
-T = importlib.import_module("mhattn.functional.attention_" + "tiled")
-S = scores.shape[-1]
-q = scores.reshape((-1, 1) + scores.shape[-2:]) * np.sqrt(S)  # keys and values the identity: q k^T / sqrt(S) = scores
-eye = np.broadcast_to(np.eye(S, dtype=scores.dtype), q.shape[:2] + (S, S))
-m = None if mask is None else np.broadcast_to(mask, scores.shape).reshape(q.shape)
-return T.tiled_attention_forward(q.astype(scores.dtype), eye, eye, m)[0].reshape(scores.shape)
-"""
-ROUTES = (
-    Case("tiled_backward_for_ex04", "ex04_attention_backward", (Edit("ex04_attention_backward.py",
-         "    # step 4 was: out = weights @ v\n", _TILED_EX04),), "is hidden while ex04_attention_backward is graded"),
-    Case("tiled_identity_softmax_for_ex02", EX02[:-3], (ex02_instead(_TILED_EX02),),
-         "is hidden while ex02_softmax is graded"),
-    Case("tiled_forward_and_weights_for_ex03", "ex03_attention_forward", (Edit("ex03_attention_forward.py",
-         "    T, S = q.shape[-2], k.shape[-2]\n", _TILED_EX03),), "is hidden while ex03_attention_forward is graded"),
 )  # fmt: skip
 ATTACKS += ROUTES
 BOMB = Case("fork_bomb", "ex05_combine_heads", (ex05_first(_FORK_BOMB),), "")
