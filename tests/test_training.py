@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import subprocess
+import sys
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from mhattn.nn.transformer import ModelConfig, TransformerModel
 from mhattn.optim import SGD, Adam, clip_grad_norm
+from mhattn.training import tasks as tasks_module
 from mhattn.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from mhattn.training.loop import evaluate, head_dropout_mask, train
-from mhattn.training.tasks import RolesTask, Task, TextTask, load_topics_text
+from mhattn.training.tasks import RolesTask, Task, TextTask, load_topics_text, task_from_meta
 
 # What docs/models.md claims for the shipped checkpoints (its "Shipped checkpoints" table).
 README_MIN_ROLE_ACC = 0.99
@@ -181,3 +186,17 @@ def test_shipped_checkpoints_are_small_enough_to_ship():
 
     for fname in SHIPPED.values():
         assert (DATA_DIR / fname).stat().st_size <= 2 * 1024 * 1024, fname
+
+
+def test_every_shipped_task_is_known_by_its_name_whichever_module_comes_first():
+    """The deep text task registers itself in textdata.py (tasks.py imports nothing of it: no import circle)."""
+    for first in ("mhattn.training.tasks", "mhattn.training.textdata"):
+        code = f"import {first}\nfrom mhattn.training.tasks import TASKS\nprint(sorted(TASKS))"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+        assert out.strip() == "['roles', 'text', 'text-deep']", first
+    tree = ast.parse(Path(tasks_module.__file__).read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "mhattn.training.textdata" not in imported and imported  # the circle is gone
+    with pytest.raises(ValueError, match=r"unknown task 'nope'; expected one of \['roles', 'text', 'text-deep'\]"):
+        task_from_meta({"name": "nope"})
+    assert isinstance(task_from_meta(RolesTask(vocab_size=12).to_meta()), RolesTask)

@@ -1,4 +1,4 @@
-"""Training: the two tasks, the loop, checkpoints and the recipes of the shipped models.
+"""Training: the tasks, the loop, checkpoints and the recipes of the shipped models.
 
 Typical use::
 
@@ -10,9 +10,11 @@ Typical use::
 from mhattn.training.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from mhattn.training.loop import evaluate, multi_loss, train
 from mhattn.training.tasks import RolesTask, Task, TextTask, task_from_meta
+from mhattn.training.textdata import DeepTextTask  # registers the text-deep task for task_from_meta
 
 __all__ = [
     "CheckpointError",
+    "DeepTextTask",
     "RolesTask",
     "Task",
     "TextTask",

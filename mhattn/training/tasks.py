@@ -14,7 +14,7 @@ found in translation models (positional and rare-word heads).
 
 **Text**: next-character prediction on the documentation strings that ship with
 CPython (``pydoc_data.topics``), the first 90% of characters for training and the
-last 10% for validation.
+last 10% for validation. The deep model's larger text task is in :mod:`mhattn.training.textdata`.
 """
 
 from __future__ import annotations
@@ -166,6 +166,23 @@ class TextTask:
         return {"name": self.name, "seq_len": self.seq_len, "val_fraction": self.val_fraction, "charset": self.charset}
 
 
+TASKS: dict = {}  # name -> task class; task_from_meta rebuilds a checkpoint's task from it
+
+
+def register(cls):
+    """Record a task class under its ``name`` for :func:`task_from_meta` (a class decorator).
+
+    The deep text task registers itself in :mod:`mhattn.training.textdata`, which imports this module;
+    the package imports both, so every task is known whichever module is imported first.
+    """
+    TASKS[cls.name] = cls
+    return cls
+
+
+register(RolesTask)
+register(TextTask)
+
+
 def task_from_meta(meta) -> Task:
     """Rebuild the task recorded in a checkpoint's metadata.
 
@@ -173,9 +190,6 @@ def task_from_meta(meta) -> Task:
         ValueError: an unknown task name.
     """
     kw = {k: v for k, v in meta.items() if k != "name"}
-    from mhattn.training.textdata import DeepTextTask  # imports this module
-
-    tasks = {"roles": RolesTask, "text": TextTask, "text-deep": DeepTextTask}
-    if meta.get("name") not in tasks:
-        raise ValueError(f"unknown task {meta.get('name')!r}; expected one of {sorted(tasks)}")
-    return tasks[meta["name"]](**kw)
+    if meta.get("name") not in TASKS:
+        raise ValueError(f"unknown task {meta.get('name')!r}; expected one of {sorted(TASKS)}")
+    return TASKS[meta["name"]](**kw)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mhattn.training.tasks import TextTask, load_topics_text
+from mhattn.training.tasks import TextTask, load_topics_text, register
 
 DOC_MODULES = ("argparse", "collections", "contextlib", "csv", "dataclasses", "difflib", "email.message", "fractions",
                "functools", "heapq", "inspect", "json", "logging", "os", "pathlib", "pickle", "random", "re", "shutil",
@@ -73,6 +73,7 @@ def split_blocks(data, block=BLOCK):
     return data[~val], data[val]
 
 
+@register
 class DeepTextTask(TextTask):
     """Character-level language modelling on :func:`load_python_text` (the ``text-deep`` model's task).
 
