@@ -142,6 +142,17 @@ def test_a_flag_left_by_a_matrix_product_is_not_a_fault(product):
         eval(product, {"np": np, "a": np.full((1, 1), np.inf), "b": np.zeros((1, 1))})  # the flag is there to ignore
 
 
+def test_only_numpys_floating_point_warnings_count():
+    """A learner's own warning, or a finalizer's (the collector can run during the call), is not a fault."""
+    old = "    m = np.full("
+    extra = "    import warnings\n    warnings.warn('a note'); warnings.warn('closing', ResourceWarning)\n"
+    assert first_failure(SOLUTION.replace(old, extra + old)) is None
+    code = "import numpy as np\nimport warnings\n\ndef f(x):\n    warnings.warn('a note')\n    return x / 0.0\n"
+    module = load(str(PATH), code)
+    probed = call_one(module, {"fn": "f", "args": [np.ones(2)], "probe": True}, str(PATH))
+    assert probed["value"][1]["warning"].startswith("RuntimeWarning: divide by zero encountered in divide")
+
+
 def test_the_probe_leaves_the_worker_silent_for_unprobed_calls():
     module = load(str(PATH), "import numpy as np\n\ndef f(x):\n    return x / 0.0\n")
     with np.errstate(all="ignore"):
