@@ -113,7 +113,7 @@ def test_bad_option_fails_at_once_with_one_line(workdir, capsys, argv, option, f
     assert lines[0].startswith(f"mhattn {command}: error: argument {option}") and fragment in lines[0], lines[0]
     assert "Traceback" not in err + out and out == ""
     assert sorted(p.name for p in workdir.iterdir()) == before  # nothing written, no stray .tmp
-    assert seconds < 2.0, f"{seconds:.1f} s: the check must come before any work"
+    assert seconds < 5.0, f"{seconds:.1f} s: the check must come before any work (training takes minutes)"
 
 
 def test_version(capsys):
