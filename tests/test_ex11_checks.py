@@ -129,8 +129,8 @@ def test_a_floating_point_warning_is_a_named_fault_though_the_values_are_right()
 
 @pytest.mark.parametrize("product", ["a @ b", "np.dot(a, b)", "np.vecdot(a[0], b[:, 0])", "np.matvec(a, b[:, 0])"])
 def test_a_flag_left_by_a_matrix_product_is_not_a_fault(product):
-    """Some OpenBLAS kernels leave ``invalid`` set on finite inputs at random (numpy#24067): seen in CI, one point
-    lost by the solution. Here ``inf * 0`` sets the flag for sure; only the product's flag is new in the code."""
+    """Some OpenBLAS kernels leave ``invalid`` set on finite inputs at random (numpy#24067): the likely cause of the
+    point the solution once lost in CI. Here ``inf * 0`` sets the flag for sure; only the product's flag is new."""
     old = "    m = np.full("
     assert SOLUTION.count(old) == 1
     extra = f"    a, b = np.full((1, 1), np.inf), np.zeros((1, 1))\n    _ = {product}  # sets invalid (inf * 0)\n"
