@@ -38,6 +38,7 @@ SHIPPED = {
     "text": "text.npz",
     "roles-6heads": "roles-6heads.npz",  # 6 heads from scratch (notebook 07)
     "text-deep": "text-deep.npz",  # 4 layers x 8 heads on Python's documentation (notebook 10)
+    "text-deep12": "text-deep12.npz",  # 4 layers x 12 heads on the same text (notebook 07)
 }
 
 

@@ -25,6 +25,9 @@ RECIPES = {
     # 4 layers x 8 heads (d_k 8) on 700 K characters of Python's documentation (textdata.py; notebook 10)
     "text-deep": dict(task="text-deep", d_model=64, num_heads=8, num_layers=4, d_ff=256, steps=1000, batch_size=32,
                       lr=3e-3, head_dropout=0.0, file="text-deep.npz"),
+    # 4 layers x 12 heads (d_k 8) on the same text: the course's question (6 of a layer's 12 heads) on a deep model
+    "text-deep12": dict(task="text-deep", d_model=96, num_heads=12, num_layers=4, d_ff=384, steps=1000, batch_size=32,
+                        lr=3e-3, head_dropout=0.0, file="text-deep12.npz"),
 }  # fmt: skip
 
 
