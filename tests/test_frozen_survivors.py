@@ -149,6 +149,7 @@ def _details(excess, adapt, no_heads=8.0):
     dloss = frozen + adapt
     return {"settings": {"n_remove": 6}, "baseline": {"loss": 1.0, "acc": 0.9}, "most_important": {"loss": 2.0},
             "ablation_zero_dloss": (1.5 * COSTS).reshape(2, 6).tolist(), "ablation_frozen_dloss": COSTS.reshape(2, 6).tolist(),
+            "ablation_zero_dacc": (-0.01 * COSTS).reshape(2, 6).tolist(),
             "curve": {"fraction_removed": [0.0, 1.0], "importance_loss": [1.0, 1.0 + no_heads], "importance_acc": [0.9, 0.1]},
             "random": {"subsets": subsets, "dloss": dloss.tolist(), "dacc": [-0.1] * len(subsets),
                        "frozen_dloss": frozen.tolist()}}  # fmt: skip

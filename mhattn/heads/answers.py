@@ -11,7 +11,7 @@ All loss changes are in nats (natural-log units of cross-entropy), positive = wo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -54,6 +54,8 @@ class Compensation:
     finetune_loss_after: float
     max_output_similarity: float
     max_attention_similarity: float
+    # each detected role (not "other") that two heads or more hold -> its heads
+    duplicated_roles: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -93,8 +95,24 @@ def q2(r):
         lowest_single_joint_dloss=low["loss"] - base, michel_iterative_joint_dloss=r["michel_iterative"]["loss"] - base,
         finetune_recovered_fraction=ft["recovered_fraction"], finetune_loss_pruned=ft["loss_pruned"],
         finetune_loss_after=ft["loss_after_finetune"], max_output_similarity=float(np.max(sim["max_offdiag_output"])),
-        max_attention_similarity=float(np.max(sim["max_offdiag_attention"])),
+        max_attention_similarity=float(np.max(sim["max_offdiag_attention"])), duplicated_roles=duplicated_roles(r["roles"]),
     )  # fmt: skip
+
+
+def duplicated_roles(roles):
+    """Roles held by more than one head: overlapping information in its plainest form (a duplicate can stand in).
+
+    Args:
+        roles: :func:`~mhattn.heads.roles.detect_roles`'s list of dicts (``layer``, ``head``, ``role``).
+
+    Returns:
+        dict ``role -> ["L<l>H<h>", ...]`` for every role other than ``"other"`` that two heads or more hold.
+    """
+    held = {}
+    for r in roles:
+        if r["role"] != "other":
+            held.setdefault(r["role"], []).append(f"L{r['layer']}H{r['head']}")
+    return {role: heads for role, heads in sorted(held.items()) if len(heads) >= 2}
 
 
 def q3(r):

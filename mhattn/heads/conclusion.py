@@ -46,6 +46,10 @@ class Verdicts:
     reason1_unequal_explains: bool  # unequal, skewed additive outcomes, observed median about the additive median
     reason2_compensation_holds: bool  # freeing the survivors lowers the median cost by >= COMPENSATION_FRACTION
     reason3_noise_holds: bool  # some random removal lowered the loss
+    less_than_naive_acc: bool  # the median accuracy change's 95% interval lies above (k/h) (acc(no heads) - acc(all))
+    worse_than_naive_acc: bool  # ... lies below it: a random removal loses more accuracy than the naive reading
+    typical_cheap: bool  # reason 1 as stated: the median removal's interval below (1 - ADDITIVE_TOLERANCE) x the mean
+    duplicated_roles: bool  # reason 2's overlap as stated: some role is held by two heads or more
 
 
 def _close(a: float, b: float) -> bool:
@@ -83,6 +87,10 @@ def verdicts(e: Expectation, one: UnequalContribution, two: Compensation, three:
         spare_evidence=spare(e),
         reason1_unequal_explains=reason1, reason2_compensation_holds=compensates(e),
         reason3_noise_holds=three.n_random_subsets_improved > 0,
+        less_than_naive_acc=e.observed_dacc_median_ci[0] > e.naive_expected_dacc,
+        worse_than_naive_acc=e.observed_dacc_median_ci[1] < e.naive_expected_dacc,
+        typical_cheap=e.observed_dloss_median_ci[1] < (1.0 - ADDITIVE_TOLERANCE) * e.observed_dloss_mean,
+        duplicated_roles=bool(two.duplicated_roles),
     )  # fmt: skip
 
 

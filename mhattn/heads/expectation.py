@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+CHEAP_FRACTION = 0.5  # a removal is "cheap" below this fraction of the mean random removal (the course's choice)
 MAX_EXACT_SUBSETS = 200_000  # above this many k-subsets the sum distribution is sampled, not enumerated
 
 
@@ -168,6 +169,18 @@ class Expectation:
     adaptation_p90: float
     fraction_adaptation_lowers: float  # subsets with Δ(S) < Δ_frozen(S)
     adaptation_max_abs: float  # 0 when no subset's loss changed with the survivors freed (always so with one layer)
+    # the same comparisons in accuracy (a fraction; dacc < 0 = worse), as the question may mean either measure
+    additive_expected_dacc: float  # (k/h) Σ_j a_j, a_j = single-ablation accuracy change
+    naive_expected_dacc: float  # (k/h) (acc(no heads) - acc(all heads))
+    observed_dacc_mean: float
+    observed_dacc_mean_ci: list[float]
+    observed_dacc_median: float
+    observed_dacc_median_ci: list[float]
+    fraction_dloss_below_naive: float  # random removals that cost less loss than the naive reading
+    fraction_dacc_above_naive: float  # random removals that keep more accuracy than the naive reading
+    # reason 1 in its stated form, "a random six mostly removes heads that did little": how skewed the real costs are
+    observed_median_over_mean: float  # < 1: a typical removal costs less than the average one
+    fraction_cheap: float  # removals costing less than CHEAP_FRACTION x the mean removal
 
 
 def expectation(details):
@@ -196,7 +209,23 @@ def expectation(details):
         observed_median_over_naive=float(np.median(rnd) / naive) if naive > 0 else math.inf,
         interaction_median=float(np.median(inter)), fraction_superadditive=float((inter > 0).mean()),
         top2_share=float(pos[:2].sum() / pos.sum()) if pos.sum() > 0 else 0.0,
-        p_random_misses_top2=p_miss_costliest(h, k, min(2, h)), **frozen,
+        p_random_misses_top2=p_miss_costliest(h, k, min(2, h)), **frozen, **_accuracy(details, k, h, naive),
+    )  # fmt: skip
+
+
+def _accuracy(details, k, h, naive_dloss):
+    """The accuracy fields of :class:`Expectation`, and how skewed the observed loss changes are."""
+    rnd, acc = np.asarray(details["random"]["dloss"], dtype=float), np.asarray(details["random"]["dacc"], dtype=float)
+    base, none = details["baseline"]["acc"], _no_heads(details["curve"])["acc"]
+    naive = naive_expectation(0.0, none - base, k, h)
+    single = np.ravel(np.asarray(details["ablation_zero_dacc"], dtype=float))
+    return dict(
+        additive_expected_dacc=float(k / h * single.sum()), naive_expected_dacc=naive,
+        observed_dacc_mean=float(acc.mean()), observed_dacc_mean_ci=bootstrap_interval(acc),
+        observed_dacc_median=float(np.median(acc)), observed_dacc_median_ci=bootstrap_interval(acc, np.median),
+        fraction_dloss_below_naive=float((rnd < naive_dloss).mean()), fraction_dacc_above_naive=float((acc > naive).mean()),
+        observed_median_over_mean=float(np.median(rnd) / rnd.mean()) if rnd.mean() > 0 else math.nan,
+        fraction_cheap=float((rnd < CHEAP_FRACTION * rnd.mean()).mean()),
     )  # fmt: skip
 
 
