@@ -1,0 +1,89 @@
+"""The answer box: the few lines ``mhattn prune`` prints first for each model and notebook 07 opens with.
+
+For one model (:func:`model_box`, at most :data:`MODEL_BOX_WORDS` words): what a random removal does to the loss
+*and* the accuracy (median with its 95% interval over the random draws, against the naive and the additive
+readings), then each reason the question's usual answer gives, in its own words, with the verdict its test gives
+here. Every clause comes from a comparison in :class:`~mhattn.heads.conclusion.Verdicts` or a number in
+:class:`~mhattn.heads.expectation.Expectation`; the details stay in ``report.md``.
+
+For k = h/2, as in the question, the additive outcomes are symmetric about their mean (each half's complement is
+another half), so the additive reading is both the median and the mean of the additive outcomes.
+"""
+
+from __future__ import annotations
+
+from mhattn.heads.conclusion import Verdicts
+from mhattn.heads.expectation import Expectation
+
+MODEL_BOX_WORDS = 120  # the box of one model, as `mhattn prune` prints it
+
+# the usual answer's reasons, in its own words (the course's question, notebook 07)
+REASON_WORDS = {
+    "little": "removing six at random is likely to remove several that contributed little",
+    "overlap": "the remaining heads may already encode overlapping information",
+    "compensate": "the remaining heads may partially compensate",
+    "noise": "some removed heads may have been adding noise",
+}
+
+
+def _vs(low, high, reading, more, less):
+    """``more`` when the interval ``[low, high]`` lies above ``reading``, ``less`` below it, else "about"."""
+    return more if low > reading else less if high < reading else "about"
+
+
+def loss_line(e: Expectation) -> str:
+    """Loss: median change with its interval, the two readings, and where the interval lies against each."""
+    lo, hi = e.observed_dloss_median_ci
+    naive = _vs(lo, hi, e.naive_expected_dloss, "more than naive", "less than naive")
+    add = _vs(lo, hi, e.additive_median_dloss, "more than additive", "less than additive")
+    naive = "about naive" if naive == "about" else naive
+    add = "about additive" if add == "about" else add
+    return (f"loss {e.observed_dloss_median:+.3f} nats [{lo:+.3f}, {hi:+.3f}]; naive {e.naive_expected_dloss:+.3f}, "
+            f"additive {e.additive_median_dloss:+.3f}: {naive}, {add}")  # fmt: skip
+
+
+def accuracy_line(e: Expectation) -> str:
+    """Accuracy (percentage points): the same comparisons as :func:`loss_line`; losing less accuracy is better."""
+    lo, hi = e.observed_dacc_median_ci
+    naive = _vs(lo, hi, e.naive_expected_dacc, "better than naive", "worse than naive")
+    add = _vs(lo, hi, e.additive_expected_dacc, "better than additive", "worse than additive")
+    naive = "about naive" if naive == "about" else naive
+    add = "about additive" if add == "about" else add
+    pts = lambda x: f"{100 * x:+.1f}"  # noqa: E731
+    return (f"accuracy {pts(e.observed_dacc_median)} points [{pts(lo)}, {pts(hi)}]; naive {pts(e.naive_expected_dacc)}, "
+            f"additive {pts(e.additive_expected_dacc)}: {naive}, {add}")  # fmt: skip
+
+
+def reason_lines(e: Expectation, v: Verdicts, duplicated: dict, one_layer: bool, improved: tuple[int, int]) -> list[str]:
+    """One line per reason of the usual answer: its words, then the verdict of its test on this model."""
+    ratio = f"a typical removal costs {e.observed_median_over_mean:.2f} x the mean"
+    little = (f"yes: {ratio}, {100 * e.fraction_cheap:.0f}% cost under half of it" if v.typical_cheap
+              else f"no: {ratio}; unequal heads widen the spread, leave the mean")  # fmt: skip
+    overlap = ("yes, as duplicated roles (" + ", ".join(f"{r} x{len(hs)}" for r, hs in duplicated.items()) + ")"
+               if duplicated else "no role is held twice")  # fmt: skip
+    if one_layer:
+        change = "no head can change in one layer"
+    else:
+        change = (f"survivors' change {e.adaptation_median:+.3f} nats, lower in {100 * e.fraction_adaptation_lowers:.0f}%: "
+                  + ("yes" if v.reason2_compensation_holds else "no"))  # fmt: skip
+    noise = ("seen" if v.reason3_noise_holds else "not seen") + f" ({improved[0]} of {improved[1]} lowered the loss)"
+    return [f'"{REASON_WORDS["little"]}": {little}', f'"{REASON_WORDS["overlap"]}": {overlap}',
+            f'"{REASON_WORDS["compensate"]}": {change}', f'"{REASON_WORDS["noise"]}": {noise}']  # fmt: skip
+
+
+def model_box(name: str, report) -> str:
+    """The answer box of one :class:`~mhattn.heads.report.ModelReport`, at most :data:`MODEL_BOX_WORDS` words."""
+    e, v, d = report.expectation, report.verdicts, report.details
+    where = f" of layer {d['layer']}" if "layer" in d else ""
+    n = len(d["random"]["dloss"])
+    head = f"{name}: {e.n_remove} of {e.n_heads} heads{where} removed at random ({n} draws; median [95% interval])"
+    one_layer = d.get("model_num_layers", d["num_layers"]) == 1
+    q3 = report.q3_removal_improved_loss
+    reasons = reason_lines(e, v, report.q2_compensation.duplicated_roles, one_layer, (q3.n_random_subsets_improved, n))
+    lines = [head, loss_line(e), accuracy_line(e), *reasons]
+    return "\n".join([lines[0], *("  " + line for line in lines[1:])])
+
+
+def word_count(text: str) -> int:
+    """Words as a reader counts them: runs of characters between spaces (a number is one word)."""
+    return len(text.split())
