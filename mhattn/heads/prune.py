@@ -44,27 +44,36 @@ def _copy(model):
     return TransformerModel(model.cfg, params={n: array_namespace(p).asarray(p, copy=True) for n, p in model.params.items()})
 
 
-def random_removals(model, data, base, n_remove, n_random, rng, evaluator=None):
+def random_removals(model, data, base, n_remove, n_random, rng, evaluator=None, direct=False):
     """Loss/accuracy change for ``n_random`` random subsets of ``n_remove`` heads, and the loss change with the
     surviving heads' outputs frozen (``frozen_dloss``: :meth:`HeadMaskEvaluator.evaluate` with ``frozen=True``).
 
     ``evaluator``: a :class:`HeadMaskEvaluator` of ``model`` on ``data`` to reuse (built otherwise).
+    ``direct``: also the accuracy change with the survivors frozen (``frozen_dacc``) and the direct effect
+    (``direct_dloss``, ``direct_dacc``: ``effect="direct"``, everything downstream of the removed heads frozen), so
+    that each subset carries the three levels of :mod:`mhattn.heads.effects` in loss and accuracy.
     """
     L, h = model.cfg.num_layers, model.cfg.num_heads
     ev = evaluator or HeadMaskEvaluator(model, *data)
-    subsets, dloss, dacc, frozen = [], [], [], []
+    extra = ("frozen_dacc", "direct_dloss", "direct_dacc") if direct else ()
+    out = {k: [] for k in ("subsets", "dloss", "dacc", "frozen_dloss", *extra)}
+    levels = (("frozen", "heads-only"), ("direct", "direct")) if direct else (("frozen", "heads-only"),)
     bar = progress_bar(n_random, None, desc="random subsets", unit="subset")
     for _ in range(n_random):
         removed = sorted(rng.choice(L * h, size=n_remove, replace=False).tolist())
         mask = _mask(L, h, removed)
         r = ev.evaluate(mask)
-        subsets.append(removed)
-        dloss.append(r["loss"] - base["loss"])
-        dacc.append(r["acc"] - base["acc"])
-        frozen.append(ev.evaluate(mask, frozen=True)["loss"] - base["loss"])
+        out["subsets"].append(removed)
+        out["dloss"].append(r["loss"] - base["loss"])
+        out["dacc"].append(r["acc"] - base["acc"])
+        for prefix, level in levels:
+            r = ev.evaluate(mask, effect=level)
+            out[f"{prefix}_dloss"].append(r["loss"] - base["loss"])
+            if direct:
+                out[f"{prefix}_dacc"].append(r["acc"] - base["acc"])
         bar.update()
     bar.close()
-    return {"subsets": subsets, "dloss": dloss, "dacc": dacc, "frozen_dloss": frozen}
+    return out
 
 
 def michel_iterative(model, data, n_remove, step=1, start=(), evaluator=None):
@@ -145,11 +154,14 @@ def gate_experiment(model, task, s: PruneSettings):
     return {"lambda": s.l0_lambda, "steps": s.gate_steps, "values": g["gates"].tolist(), "open": g["open"]}
 
 
-def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True):
+def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True, direct=False):
     """Every measurement of the pruning report for one model (see :mod:`mhattn.heads.answers`).
 
     ``gates``: also run :func:`gate_experiment` when ``settings.gate_steps`` > 0 (``mhattn prune`` runs it
     as a task of its own and adds it to the returned dict under ``gates``).
+    ``direct``: also measure the direct effect (:mod:`mhattn.heads.effects`) and the accuracy with the survivors
+    frozen: ``ablation_direct_dloss``/``_dacc`` and ``ablation_frozen_dacc`` (one head at a time), and in ``random``
+    ``frozen_dacc``, ``direct_dloss`` and ``direct_dacc`` (:func:`random_removals`); without it the dict is as before.
     """
     s = settings or PruneSettings()
     rng = np.random.default_rng(s.seed)
@@ -161,8 +173,8 @@ def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True)
     imp = normalise_importance(raw)
     zero_dl, zero_da = ablation_deltas(model, *data, mode="zero", evaluator=ev)
     mean_dl, _ = ablation_deltas(model, *data, mode="mean", evaluator=ev)
-    frozen_dl, _ = ablation_deltas(model, *data, mode="zero", evaluator=ev, frozen=True)
-    rand = random_removals(model, data, base, s.n_remove, s.n_random, rng, evaluator=ev)
+    frozen_dl, frozen_da = ablation_deltas(model, *data, mode="zero", evaluator=ev, frozen=True)
+    rand = random_removals(model, data, base, s.n_remove, s.n_random, rng, evaluator=ev, direct=direct)
     order = np.argsort(imp.ravel(), kind="stable")
     least, most = order[: s.n_remove].tolist(), order[::-1][: s.n_remove].tolist()
     lowest_single = np.argsort(zero_dl.ravel(), kind="stable")[: s.n_remove].tolist()
@@ -187,6 +199,10 @@ def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True)
         "similarity": head_similarity(model, data[0][:256], weights),
         "roles": roles,
     }  # fmt: skip
+    if direct:
+        direct_dl, direct_da = ablation_deltas(model, *data, mode="zero", evaluator=ev, effect="direct")
+        out.update(ablation_frozen_dacc=frozen_da.tolist(), ablation_direct_dloss=direct_dl.tolist(),
+                   ablation_direct_dacc=direct_da.tolist())  # fmt: skip
     if task.name == "roles":
         out["planted_roles"] = planted_match(roles)
     if gates and s.gate_steps:
