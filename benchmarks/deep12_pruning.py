@@ -56,9 +56,11 @@ def measure(seed, folder):
     out = {"seed": seed, "training_seconds": meta["training"]["seconds"], "val": meta["training"]["val"], "layers": []}
     t0 = time.perf_counter()
     for layer in range(model.cfg.num_layers):
-        out["layers"].append(run_prune(model, task, settings_for(task, {**LAYER, "layer": layer}), gates=False, evaluator=ev))
+        out["layers"].append(
+            run_prune(model, task, settings_for(task, {**LAYER, "layer": layer}), gates=False, evaluator=ev, direct=True)
+        )
         print(f"seed {seed} layer {layer}: {time.perf_counter() - t0:.0f} s", flush=True)
-    out["half"] = run_prune(model, task, settings_for(task, HALF), gates=False, evaluator=ev)
+    out["half"] = run_prune(model, task, settings_for(task, HALF), gates=False, evaluator=ev, direct=True)
     out["measure_seconds"] = round(time.perf_counter() - t0, 1)
     return out
 

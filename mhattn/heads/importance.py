@@ -78,13 +78,14 @@ def mean_ablation_params(model, layer, head, means):
     return params
 
 
-def ablation_deltas(model, ids, targets, mode="zero", base_mask=None, evaluator=None, frozen=False):
+def ablation_deltas(model, ids, targets, mode="zero", base_mask=None, evaluator=None, frozen=False, effect=None):
     """Loss and accuracy change when each head (still present in ``base_mask``) is ablated alone.
 
     ``evaluator``: a :class:`~mhattn.heads.mask_eval.HeadMaskEvaluator` of ``model`` on these
     ``ids``/``targets`` to reuse (one is built otherwise); the numbers are the same either way.
     ``frozen``: every other head keeps its output from before the ablation
-    (:meth:`~mhattn.heads.mask_eval.HeadMaskEvaluator.evaluate`'s ``frozen``).
+    (:meth:`~mhattn.heads.mask_eval.HeadMaskEvaluator.evaluate`'s ``frozen``); ``effect``: the level of freezing,
+    ``"total"``, ``"heads-only"`` or ``"direct"`` (the same method's ``effect``, :mod:`mhattn.heads.effects`).
 
     Returns:
         ``(dloss, dacc)``, both ``(L, h)`` (NaN for heads already pruned).
@@ -102,7 +103,7 @@ def ablation_deltas(model, ids, targets, mode="zero", base_mask=None, evaluator=
             mask = base_mask.copy()
             mask[layer, head] = 0.0
             params = mean_ablation_params(model, layer, head, means) if mode == "mean" else None
-            r = ev.evaluate(mask, params, frozen=frozen)
+            r = ev.evaluate(mask, params, frozen=frozen, effect=effect)
             dloss[layer, head], dacc[layer, head] = r["loss"] - base["loss"], r["acc"] - base["acc"]
     return dloss, dacc
 

@@ -8,7 +8,9 @@ unmasked forward. A mask whose first row different from all-ones is ``l*`` then 
 what follows: layer l*'s ``heads * ξ``, concat, ``W_o``, residual and feed-forward, the
 full blocks after it, the final LayerNorm and the classifiers. The same functional steps
 run on the same arrays in the same batches, so the numbers are exactly those of
-:func:`mhattn.training.loop.evaluate` with the mask.
+:func:`mhattn.training.loop.evaluate` with the mask. The same cache gives the two frozen levels of
+:mod:`mhattn.heads.effects` (heads-only, and the direct effect, which needs only each layer's ``heads_l`` and
+the full model's final residual stream).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from mhattn.functional.linear import linear_backward, linear_forward
 from mhattn.functional.masks import causal_mask
 from mhattn.functional.positional import positional_encoding_forward
 from mhattn.functional.transformer import block_params
+from mhattn.heads.effects import direct_bias_shifts, direct_logits, effect_level
 from mhattn.nn.device import host_dtype
 from mhattn.training.loop import multi_loss, score_batches
 
@@ -48,7 +51,8 @@ class HeadMaskEvaluator:
         self.model, self.targets, self.batch_size = model, targets, batch_size
         self.params = dict(model.params)  # the arrays the cache was computed from
         self.batches = [self._prefix(model.place(ids[s : s + batch_size, ...])) for s in range(0, ids.shape[0], batch_size)]
-        self._seen = {}  # (frozen, mask bytes) -> result, for masks met again (the evaluation is deterministic)
+        self._seen = {}  # (effect, mask bytes) -> result, for masks met again (the evaluation is deterministic)
+        self._final = None  # per batch, the full model's last residual stream and its final LayerNorm's 1/σ
         self._importance = {}  # (mask bytes, batch size) -> raw importance, likewise
 
     def _prefix(self, ids):
@@ -100,40 +104,67 @@ class HeadMaskEvaluator:
         z, _ = layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])  # (B, T, d_model)
         return tuple(linear_forward(z, params[f"out.{k}.W"], params[f"out.{k}.b"])[0] for k in range(len(c.output_sizes)))
 
-    def evaluate(self, head_mask=None, params=None, frozen=False):
-        """:func:`~mhattn.training.loop.evaluate` with this head mask, from the cache.
+    def evaluate(self, head_mask=None, params=None, frozen=False, *, effect=None):
+        """:func:`~mhattn.training.loop.evaluate` with this head mask, from the cache, at one level of freezing.
 
         Args:
             head_mask: ``(L, h)`` multipliers ξ (0 removes a head), host or on the parameters' device, or ``None``.
             params: other parameters to use after the head mask (e.g. a shifted ``b_o`` for a
-                mean ablation); default the model's.
-            frozen: keep every surviving head's output as it is with all heads present (the cached
-                ``heads_l``), so no head can change what it does when others are removed; only the residual
-                stream, LayerNorms, feed-forward layers and classifiers see the removal. The loss against
-                ``frozen=False`` tells whether the surviving heads compensate (notebook 07). With one layer
-                every head reads only the embeddings, so both are the same computation.
+                mean ablation); default the model's. With ``effect="direct"`` only ``attn.b_o``, ``ln_f`` and the
+                classifiers may differ.
+            effect: how much of the network may respond to the removal (:mod:`mhattn.heads.effects`):
+                ``"total"`` (default) nothing is frozen, the ordinary masked forward; ``"heads-only"`` every
+                surviving head keeps its full-model output (the cached ``heads_l``), so no head can change what it
+                does, while the residual stream, LayerNorms, feed-forward layers and classifiers see the removal
+                (with one layer every head reads only the embeddings, so it is the total effect); ``"direct"``
+                everything downstream of the removed heads is frozen: the final residual stream loses exactly
+                their contributions and is read through the final LayerNorm at its full-model scale.
+            frozen: ``True`` is the older spelling of ``effect="heads-only"``.
 
         Returns:
-            The same dict as ``evaluate``: ``loss``, ``acc``, ``min_acc`` and per classifier.
+            The same dict as ``evaluate``: ``loss``, ``acc``, ``min_acc`` and per classifier (``loss/k``, ``acc/k``).
 
         Raises:
-            ValueError: ``params`` changes a parameter used before the first masked layer's head mask.
+            ValueError: ``params`` changes a parameter used before the first masked layer's head mask (or, for the
+                direct effect, one it holds fixed); an unknown ``effect``, or ``frozen=True`` beside another one.
         """
+        L = self.model.cfg.num_layers
         dtype = host_dtype(self.params["embed.W"])
         head_mask = None if head_mask is None else to_numpy(head_mask)  # a few numbers: decided on the host
-        mask = np.ones(self.model.cfg.num_layers * self.model.cfg.num_heads) if head_mask is None else head_mask
-        frozen = bool(frozen) and self.model.cfg.num_layers > 1
-        key = (frozen, np.asarray(mask, dtype=dtype).tobytes()) if params is None else None
+        mask = np.ones(L * self.model.cfg.num_heads) if head_mask is None else head_mask
+        level = effect_level(frozen, effect)
+        level = "total" if level == "heads-only" and L == 1 else level
+        key = (level, np.asarray(mask, dtype=dtype).tobytes()) if params is None else None
         if key not in self._seen:
             params = self.params if params is None else params
-            first = self._first_masked(np.asarray(mask).reshape(self.model.cfg.num_layers, -1), params)
+            mask = np.asarray(mask).reshape(L, -1)
             hm = None if head_mask is None else self.model.place(head_mask, dtype="params")
-            logits = (self._logits(kept, first, hm, params, frozen) for kept in self.batches)
+            if level == "direct":
+                logits = self._direct(mask, hm, params)
+            else:
+                first = self._first_masked(mask, params)
+                logits = (self._logits(kept, first, hm, params, level == "heads-only") for kept in self.batches)
             result = score_batches(logits, self.targets, self.batch_size)
             if key is None:
                 return result
             self._seen[key] = result
         return dict(self._seen[key])
+
+    def _direct(self, mask, head_mask, params):
+        """The direct effect's logits, batch by batch (:func:`~mhattn.heads.effects.direct_logits`)."""
+        c = self.model.cfg
+        shifts = direct_bias_shifts(params, self.params, c.num_layers)  # checked before any work
+        layers = sorted({layer for layer in range(c.num_layers) if not np.all(mask[layer] == 1.0)} | set(shifts))
+        if head_mask is None and layers:  # only b_o changed: ξ = 1 everywhere
+            head_mask = self.model.place(np.ones(mask.shape), dtype="params")
+        if self._final is None:  # once: the last block's output and its final LayerNorm's scale, per batch
+            p = block_params(self.params, c.num_layers - 1)
+            finals = (_after_head_mask(*kept[-1], None, p)[0] for kept in self.batches)  # (B, T, d_model)
+            g, b = self.params["ln_f.gamma"], self.params["ln_f.beta"]
+            self._final = [(x, layernorm_forward(x, g, b)[1].inv_std) for x in finals]  # (B, T, d_model), (B, T, 1)
+        K = len(c.output_sizes)
+        return (direct_logits(x, inv_std, {layer: kept[layer][1] for layer in layers}, head_mask, params, shifts, K)
+                for (x, inv_std), kept in zip(self._final, self.batches, strict=True))  # fmt: skip
 
     def importance_grads(self, head_mask=None, batch_size=256):
         """``E_x |∂L(x)/∂ξ|`` ``(L, h)`` (Michel et al. 2019, §4.1, raw), from the cache.

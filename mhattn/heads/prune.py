@@ -58,29 +58,38 @@ def _copy(model):
     return TransformerModel(model.cfg, params={n: array_namespace(p).asarray(p, copy=True) for n, p in model.params.items()})
 
 
-def random_removals(model, data, base, n_remove, n_random, rng, evaluator=None, pool=None):
+def random_removals(model, data, base, n_remove, n_random, rng, evaluator=None, pool=None, direct=False):
     """Loss/accuracy change for ``n_random`` random subsets of ``n_remove`` heads, and the loss change with the
     surviving heads' outputs frozen (``frozen_dloss``: :meth:`HeadMaskEvaluator.evaluate` with ``frozen=True``).
 
     ``evaluator``: a :class:`HeadMaskEvaluator` of ``model`` on ``data`` to reuse (built otherwise);
     ``pool``: the flat head indices to draw from (:func:`head_pool`; default all).
+    ``direct``: also the accuracy change with the survivors frozen (``frozen_dacc``) and the direct effect
+    (``direct_dloss``, ``direct_dacc``: ``effect="direct"``, everything downstream of the removed heads frozen), so
+    that each subset carries the three levels of :mod:`mhattn.heads.effects` in loss and accuracy.
     """
     L, h = model.cfg.num_layers, model.cfg.num_heads
     ev = evaluator or HeadMaskEvaluator(model, *data)
     pool = np.asarray(head_pool(L, h) if pool is None else pool)
-    subsets, dloss, dacc, frozen = [], [], [], []
+    extra = ("frozen_dacc", "direct_dloss", "direct_dacc") if direct else ()
+    out = {k: [] for k in ("subsets", "dloss", "dacc", "frozen_dloss", *extra)}
+    levels = (("frozen", "heads-only"), ("direct", "direct")) if direct else (("frozen", "heads-only"),)
     bar = progress_bar(n_random, None, desc="random subsets", unit="subset")
     for _ in range(n_random):
         removed = sorted(rng.choice(pool, size=n_remove, replace=False).tolist())
         mask = _mask(L, h, removed)
         r = ev.evaluate(mask)
-        subsets.append(removed)
-        dloss.append(r["loss"] - base["loss"])
-        dacc.append(r["acc"] - base["acc"])
-        frozen.append(ev.evaluate(mask, frozen=True)["loss"] - base["loss"])
+        out["subsets"].append(removed)
+        out["dloss"].append(r["loss"] - base["loss"])
+        out["dacc"].append(r["acc"] - base["acc"])
+        for prefix, level in levels:
+            r = ev.evaluate(mask, effect=level)
+            out[f"{prefix}_dloss"].append(r["loss"] - base["loss"])
+            if direct:
+                out[f"{prefix}_dacc"].append(r["acc"] - base["acc"])
         bar.update()
     bar.close()
-    return {"subsets": subsets, "dloss": dloss, "dacc": dacc, "frozen_dloss": frozen}
+    return out
 
 
 def michel_iterative(model, data, n_remove, step=1, start=(), evaluator=None, pool=None):
@@ -166,7 +175,7 @@ def gate_experiment(model, task, s: PruneSettings):
     return {"lambda": s.l0_lambda, "steps": s.gate_steps, "values": g["gates"].tolist(), "open": g["open"]}
 
 
-def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True, evaluator=None):
+def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True, evaluator=None, direct=False):
     """Every measurement of the pruning report for one model (see :mod:`mhattn.heads.answers`).
 
     ``gates``: also run :func:`gate_experiment` when ``settings.gate_steps`` > 0 (``mhattn prune`` runs it
@@ -174,6 +183,9 @@ def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True,
     :class:`HeadMaskEvaluator` of ``model`` on ``task.eval_set(settings.eval_size)`` to reuse (several layers of one
     model share one; built otherwise). With ``settings.layer`` set, heads are removed from that layer only and the
     result describes that layer's heads alone (:func:`layer_view`).
+    ``direct``: also measure the direct effect (:mod:`mhattn.heads.effects`) and the accuracy with the survivors
+    frozen: ``ablation_direct_dloss``/``_dacc`` and ``ablation_frozen_dacc`` (one head at a time), and in ``random``
+    ``frozen_dacc``, ``direct_dloss`` and ``direct_dacc`` (:func:`random_removals`); without it those keys are absent.
     """
     s = settings or PruneSettings()
     rng = np.random.default_rng(s.seed)
@@ -182,8 +194,8 @@ def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True,
     data = task.eval_set(s.eval_size)
     ev = evaluator or HeadMaskEvaluator(model, *data)  # everything before the head mask, once
     base = ev.evaluate()
-    out = {"settings": asdict(s), "num_layers": L, "num_heads": h, "baseline": base, **_single_heads(model, data, ev)}
-    out["random"] = random_removals(model, data, base, s.n_remove, s.n_random, rng, evaluator=ev, pool=pool)
+    out = {"settings": asdict(s), "num_layers": L, "num_heads": h, "baseline": base, **_single_heads(model, data, ev, direct)}
+    out["random"] = random_removals(model, data, base, s.n_remove, s.n_random, rng, evaluator=ev, pool=pool, direct=direct)
     out.update(_chosen_removals(model, data, ev, out, s.n_remove, pool))
     out["curve"] = pruning_curve(model, data, base, s.curve_orders, rng, evaluator=ev, pool=pool)
     rand = out["random"]
@@ -199,19 +211,25 @@ def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True,
     return out if s.layer is None else layer_view(out, s.layer)
 
 
-def _single_heads(model, data, ev):
-    """Importance and every single-head ablation (zero, mean, and zero with the other heads frozen), ``(L, h)`` each."""
+def _single_heads(model, data, ev, direct=False):
+    """Importance and every single-head ablation (zero, mean, zero with the other heads frozen and, with ``direct``,
+    zero as a direct effect), ``(L, h)`` each."""
     raw = ev.importance_grads()
     imp = normalise_importance(raw)
     zero_dl, zero_da = ablation_deltas(model, *data, mode="zero", evaluator=ev)
     mean_dl, _ = ablation_deltas(model, *data, mode="mean", evaluator=ev)
-    frozen_dl, _ = ablation_deltas(model, *data, mode="zero", evaluator=ev, frozen=True)
-    return {
+    frozen_dl, frozen_da = ablation_deltas(model, *data, mode="zero", evaluator=ev, frozen=True)
+    out = {
         "importance": imp.tolist(), "importance_raw": raw.tolist(), "ablation_zero_dloss": zero_dl.tolist(),
         "ablation_zero_dacc": zero_da.tolist(), "ablation_mean_dloss": mean_dl.tolist(),
         "ablation_frozen_dloss": frozen_dl.tolist(), "spearman_importance_vs_zero_ablation": spearman(imp, zero_dl),
         "spearman_importance_vs_mean_ablation": spearman(imp, mean_dl),
     }  # fmt: skip
+    if direct:
+        direct_dl, direct_da = ablation_deltas(model, *data, mode="zero", evaluator=ev, effect="direct")
+        out.update(ablation_frozen_dacc=frozen_da.tolist(), ablation_direct_dloss=direct_dl.tolist(),
+                   ablation_direct_dacc=direct_da.tolist())  # fmt: skip
+    return out
 
 
 def _chosen_removals(model, data, ev, out, n, pool):
@@ -226,6 +244,9 @@ def _chosen_removals(model, data, ev, out, n, pool):
     return {key: {"removed": [int(i) for i in r], **ev.evaluate(_mask(L, h, r))} for key, r in chosen.items()}
 
 
+DIRECT_SINGLES = ("ablation_frozen_dacc", "ablation_direct_dloss", "ablation_direct_dacc")
+
+
 def layer_view(details, layer):
     """:func:`run_prune`'s ``details`` for removals from one layer, as a one-layer model of that layer's ``h`` heads:
     per-head arrays ``(1, h)``, head indices ``0..h-1`` within the layer, ``layer`` and ``model_num_layers`` added.
@@ -235,7 +256,7 @@ def layer_view(details, layer):
     row = lambda key: [list(np.asarray(details[key], dtype=float).reshape(L, h)[layer])]  # noqa: E731
     out = {**details, "num_layers": 1, "layer": layer, "model_num_layers": L}
     for key in ("importance", "importance_raw", "ablation_zero_dloss", "ablation_zero_dacc", "ablation_mean_dloss",
-                "ablation_frozen_dloss", *(k for k in ("ablation_direct_dloss",) if k in details)):  # fmt: skip
+                "ablation_frozen_dloss", *(k for k in DIRECT_SINGLES if k in details)):  # fmt: skip
         out[key] = row(key)
     out["spearman_importance_vs_zero_ablation"] = spearman(out["importance"], out["ablation_zero_dloss"])
     out["spearman_importance_vs_mean_ablation"] = spearman(out["importance"], out["ablation_mean_dloss"])

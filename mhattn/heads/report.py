@@ -13,7 +13,10 @@ the verdict ``spare_evidence``. In version 3
 overlapping outputs and a median below 0.1 x naive), ``less_than_naive`` and ``more_than_additive`` compare the
 intervals, not the point values, ``details.finetune.recovered_fraction`` (and
 ``q2_compensation.finetune_recovered_fraction``) is ``null`` when no fine-tuning was run, and ``conclusion``
-ends with one "Answer: ..." sentence. docs/prune_report.md documents every key.
+ends with one "Answer: ..." sentence. :func:`~mhattn.heads.prune.run_prune` with ``direct=True`` adds the
+direct effect (:mod:`mhattn.heads.effects`) and the frozen accuracies to ``details`` (``ablation_direct_dloss``/
+``_dacc``, ``ablation_frozen_dacc``; ``random.frozen_dacc``, ``direct_dloss``, ``direct_dacc``); ``mhattn prune``
+does not ask for them. docs/prune_report.md documents every key.
 """
 
 from __future__ import annotations
