@@ -61,14 +61,23 @@ def reason_lines(e: Expectation, v: Verdicts, duplicated: dict, one_layer: bool,
               else f"no: {ratio}; unequal heads widen the spread, leave the mean")  # fmt: skip
     overlap = ("yes, as duplicated roles (" + ", ".join(f"{r} x{len(hs)}" for r, hs in duplicated.items()) + ")"
                if duplicated else "no role is held twice")  # fmt: skip
-    if one_layer:
-        change = "no head can change in one layer"
-    else:
-        change = (f"survivors' change {e.adaptation_median:+.3f} nats, lower in {100 * e.fraction_adaptation_lowers:.0f}%: "
-                  + ("yes" if v.reason2_compensation_holds else "no"))  # fmt: skip
+    change = _compensation(e, v, one_layer)
     noise = ("seen" if v.reason3_noise_holds else "not seen") + f" ({improved[0]} of {improved[1]} lowered the loss)"
     return [f'"{REASON_WORDS["little"]}": {little}', f'"{REASON_WORDS["overlap"]}": {overlap}',
             f'"{REASON_WORDS["compensate"]}": {change}', f'"{REASON_WORDS["noise"]}": {noise}']  # fmt: skip
+
+
+def _compensation(e: Expectation, v: Verdicts, one_layer: bool) -> str:
+    """The compensation verdict at two places: the surviving heads (heads-only against total) and the layers after
+    the removal (direct effect against heads-only), when the direct effect was measured."""
+    if one_layer:
+        heads = "heads cannot change in one layer"
+    else:
+        heads = f"surviving heads {e.adaptation_median:+.3f} nats: " + ("yes" if v.reason2_compensation_holds else "no")
+    if v.downstream_compensates is None:
+        return heads
+    word = "yes" if v.downstream_compensates else "no, they add to it" if v.downstream_amplifies else "no"
+    return f"{heads}; the layers after them {e.downstream_median:+.3f} on the direct cost: {word}"
 
 
 def model_box(name: str, report) -> str:

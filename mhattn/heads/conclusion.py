@@ -31,6 +31,7 @@ UNEQUAL_GINI = 0.5  # single-ablation costs count as unequal from this Gini coef
 ADDITIVE_TOLERANCE = 0.25  # "about additive": observed mean within ±25% of (k/h) Σ single costs
 REDUNDANT_SIMILARITY = 0.5  # two heads' centred outputs count as overlapping from this cosine similarity up
 COMPENSATION_FRACTION = 0.1  # survivors compensate when freeing them lowers the median cost by 10% of the frozen one
+CONCLUSION_WORDS = 200  # the printed conclusion of one model, at most
 SPARE_FRACTION = 0.5  # spare evidence: at least half the subsets superadditive with the survivors frozen, and the
 # median excess above ADDITIVE_TOLERANCE x the median sum of frozen single costs (not "about additive")
 
@@ -50,6 +51,10 @@ class Verdicts:
     worse_than_naive_acc: bool  # ... lies below it: a random removal loses more accuracy than the naive reading
     typical_cheap: bool  # reason 1 as stated: the median removal's interval below (1 - ADDITIVE_TOLERANCE) x the mean
     duplicated_roles: bool  # reason 2's overlap as stated: some role is held by two heads or more
+    # from the three levels of freezing (None when the direct effect was not measured)
+    direct_superadditive: bool | None = None  # clearly superadditive with everything downstream frozen
+    downstream_compensates: bool | None = None  # the layers after the removal lower its direct cost (self-repair)
+    downstream_amplifies: bool | None = None  # ... raise it
 
 
 def _close(a: float, b: float) -> bool:
@@ -90,12 +95,23 @@ def verdicts(e: Expectation, one: UnequalContribution, two: Compensation, three:
         less_than_naive_acc=e.observed_dacc_median_ci[0] > e.naive_expected_dacc,
         worse_than_naive_acc=e.observed_dacc_median_ci[1] < e.naive_expected_dacc,
         typical_cheap=e.observed_dloss_median_ci[1] < (1.0 - ADDITIVE_TOLERANCE) * e.observed_dloss_mean,
-        duplicated_roles=bool(two.duplicated_roles),
+        duplicated_roles=bool(two.duplicated_roles), **_levels(e),
     )  # fmt: skip
 
 
-def _holds(flag):
-    return "holds" if flag else "fails"
+def _levels(e: Expectation) -> dict:
+    """The verdicts of the three levels of freezing (empty when the direct effect was not measured): the same
+    thresholds as the heads-only test (ADDITIVE_TOLERANCE for "clearly superadditive", COMPENSATION_FRACTION of the
+    direct cost for a response of the downstream layers, in most subsets)."""
+    if e.direct_dloss_median is None:
+        return {}
+    direct, down = abs(e.direct_dloss_median), e.downstream_median
+    singles = abs(e.direct_dloss_median - e.direct_excess_median)
+    return dict(
+        direct_superadditive=e.direct_excess_median > ADDITIVE_TOLERANCE * singles and e.fraction_direct_superadditive >= 0.5,
+        downstream_compensates=down < -COMPENSATION_FRACTION * direct and e.fraction_downstream_lowers > 0.5,
+        downstream_amplifies=down > COMPENSATION_FRACTION * direct and e.fraction_downstream_lowers < 0.5,
+    )  # fmt: skip
 
 
 def _interval(lo: float, hi: float) -> str:
@@ -103,89 +119,77 @@ def _interval(lo: float, hi: float) -> str:
 
 
 def _reason1(e: Expectation, v: Verdicts, one: UnequalContribution) -> str:
-    """The reason-1 sentence: the first condition of its test that fails, or why it holds."""
-    are = "are" if v.unequal_costs else "are not"
-    head = f"Reason 1 (unequal heads): single costs {are} unequal (Gini {one.gini_single_ablation:.2f})"
-    spread = (f"if they added up, random removals would have mean {e.additive_expected_dloss:+.3f} whatever the inequality, "
-              f"median {e.additive_median_dloss:+.3f}, sd {e.additive_std_dloss:.3f}")  # fmt: skip
-    if not v.unequal_costs:
-        return f"{head}: its premise fails."
-    if not skewed(e):
-        return f"{head}, but {spread}: inequality widens the spread without making a typical removal cheaper, so it fails."
-    if not v.reason1_unequal_explains:
-        return (f"{head} and {spread}, but the observed median {e.observed_dloss_median:+.3f} is not within "
-                f"{100 * ADDITIVE_TOLERANCE:.0f}% of that median, so it fails.")  # fmt: skip
-    return (f"{head} and {spread}; the observed median {e.observed_dloss_median:+.3f} is close to that median: a typical "
-            "random removal misses the few costly heads, so it holds.")  # fmt: skip
+    """Reason 1 in both its forms: additive (can inequality lower the mean?) and as stated (is a typical removal cheap?)."""
+    are = "very unequal" if v.unequal_costs else "not very unequal"
+    typical = (f"a typical removal is cheap ({e.observed_median_over_mean:.2f} x the mean)" if v.typical_cheap
+               else f"a typical removal costs about the mean ({e.observed_median_over_mean:.2f} x)")  # fmt: skip
+    return (f"Reason 1: single costs are {are} (Gini {one.gini_single_ablation:.2f}; the course's threshold "
+            f"{UNEQUAL_GINI}); added up they would average {e.additive_expected_dloss:+.3f} whatever the inequality, so "
+            f"in its additive form it {_holds(v.reason1_unequal_explains)}; as stated, {typical}.")  # fmt: skip
 
 
-def _mechanism(e: Expectation, v: Verdicts) -> str:
-    """What is left with every surviving head frozen: the spare-evidence sentence."""
-    text = (f"With every surviving head's output frozen, a removal's cost minus its heads' frozen single costs added is "
-            f"{e.frozen_excess_median:+.3f} (median, against a median sum of {e.frozen_single_sum_median:+.3f}; 10th-90th "
-            f"percentile {_interval(e.frozen_excess_p10, e.frozen_excess_p90)}; positive in "
-            f"{100 * e.fraction_frozen_superadditive:.0f}% of subsets)")  # fmt: skip
-    if v.spare_evidence:
-        return text + ", so spare evidence holds: the rest of the network needs only part of what the heads give."
-    return text + ", so spare evidence fails."
+def _holds(flag):
+    return "holds" if flag else "fails"
 
 
-def _reason2(e: Expectation, v: Verdicts, two: Compensation) -> str:
-    """The reason-2 sentence: what letting the survivors change does to the cost."""
-    head = "Reason 2 (survivors compensate without retraining):"
-    if e.adaptation_max_abs == 0.0:
-        change = ("freezing the survivors changes no subset's loss: no surviving head changed what it does (in a "
-                  "one-layer model none can, every head reads only the embeddings)")  # fmt: skip
-    else:
-        change = (f"letting the survivors change moves a removal's cost by {e.adaptation_median:+.3f} (median; 10th-90th "
-                  f"percentile {_interval(e.adaptation_p10, e.adaptation_p90)}; lower in "
-                  f"{100 * e.fraction_adaptation_lowers:.0f}% of subsets)")  # fmt: skip
-    dup = "some" if v.redundant_outputs else "no"
-    return (f"{head} {change}; {_holds(v.reason2_compensation_holds)}. Largest output similarity between two heads "
-            f"{two.max_output_similarity:.2f}: {dup} pair of heads writes alike.")  # fmt: skip
+def _heads_sentence(e: Expectation, v: Verdicts, one_layer: bool) -> str:
+    """The surviving heads: frozen (heads-only) against free (total)."""
+    if one_layer:
+        return "freezing the survivors changes no subset's loss (in one layer no head reads another's output)"
+    return (
+        f"letting the surviving heads change moves a removal's cost {e.adaptation_median:+.3f} (lower in "
+        f"{100 * e.fraction_adaptation_lowers:.0f}% of subsets): compensation {_holds(v.reason2_compensation_holds)}"
+    )
+
+
+def _levels_sentence(e: Expectation, v: Verdicts, one_layer: bool) -> str:
+    """What the levels of freezing separate: the output, the layers after the removal, the surviving heads."""
+    heads = _heads_sentence(e, v, one_layer)
+    if v.direct_superadditive is None:
+        return (f"With the survivors frozen, a removal costs {e.frozen_excess_median:+.3f} more than its heads' frozen "
+                f"single costs added: spare evidence {_holds(v.spare_evidence)}; {heads}.")  # fmt: skip
+    down = "they compensate" if v.downstream_compensates else "they add to it" if v.downstream_amplifies else "little"
+    return (f"Direct effect (all after the removed heads frozen): median {e.direct_dloss_median:+.3f}, "
+            f"{e.direct_excess_median:+.3f} more than the direct single costs added: spare evidence at the output "
+            f"{_holds(v.direct_superadditive)}. The layers after them move it {e.downstream_median:+.3f}: {down}; "
+            f"{heads}.")  # fmt: skip
+
+
+def _compare(v: Verdicts) -> str:
+    loss = "less than" if v.less_than_naive else "not clearly less than"
+    acc = "less than" if v.less_than_naive_acc else "more than" if v.worse_than_naive_acc else "about"
+    mean = "about the" if v.about_additive else "above the" if v.more_than_additive else "not clearly above the"
+    return f"loss {loss} the naive reading, accuracy lost {acc} it; the mean loss is {mean} additive expectation"
 
 
 def _answer(v: Verdicts) -> str:
-    """What the verdicts support: every mechanism whose test held, none that failed (a held test is a mechanism
-    at work, not proof that it alone makes the loss grow less than the naive reading)."""
-    if not v.less_than_naive:
-        return "Answer: here the loss does not clearly grow less than the naive reading: the question's premise fails."
+    """Which way each measure goes against the naive reading, and the mechanisms whose test held."""
+    spare = v.spare_evidence if v.direct_superadditive is None else v.direct_superadditive
     found = [text for flag, text in [
-        (v.spare_evidence, "heads cost more together than alone even with the survivors frozen (spare evidence)"),
+        (spare, "heads cost more together than alone (spare evidence)"),
+        (v.downstream_compensates, "the later layers make up for the removed heads (self-repair)"),
         (v.reason2_compensation_holds, "the survivors' changes lower the cost (compensation)"),
-        (v.reason1_unequal_explains, "a typical random removal misses the few costly heads"),
+        (v.typical_cheap, "a typical removal is cheap"), (v.duplicated_roles, "duplicated roles"),
         (v.reason3_noise_holds, "some removals take away noise")] if flag]  # fmt: skip
-    why = "; ".join(found) if found else "none"
-    return f"Answer: the loss grows less than the naive reading; the tested mechanisms that hold: {why}."
+    return f"Answer: {_compare(v)}; mechanisms whose test held: {'; '.join(found) if found else 'none'}."
 
 
-def conclusion(e: Expectation, v: Verdicts, one: UnequalContribution, two: Compensation, three: RemovalImproved):
-    """A short conclusion whose every clause follows from a comparison in ``v`` or a number in ``e``."""
-    k, h = e.n_remove, e.n_heads
-    naive = "less" if v.less_than_naive else "not clearly less"
-    if v.about_additive:
-        add, kind = "about the", "single costs roughly add up"
-    elif v.more_than_additive:
-        add, kind = "above the", "heads cost more together than alone"
-    else:
-        add, kind = "not clearly above the", "single costs do not clearly add up or fall short"
+def conclusion(e: Expectation, v: Verdicts, one: UnequalContribution, two: Compensation, three: RemovalImproved,
+               one_layer: bool | None = None):  # fmt: skip
+    """A conclusion of at most :data:`CONCLUSION_WORDS` words whose every clause follows from a comparison in ``v``
+    or a number in ``e``. ``one_layer``: no head reads another's output (default: freeing the survivors changed nothing)."""
+    one_layer = e.adaptation_max_abs == 0.0 if one_layer is None else one_layer
     rec = two.finetune_recovered_fraction
     lines = [
-        f"Removing {k} of {h} heads at random: median {e.observed_dloss_median:+.3f} nats (95% interval "
-        f"{_interval(*e.observed_dloss_median_ci)}), mean {e.observed_dloss_mean:+.3f} ({_interval(*e.observed_dloss_mean_ci)}), "
-        f"10th-90th percentile {_interval(e.observed_dloss_p10, e.observed_dloss_p90)}, worst {e.observed_dloss_worst:+.3f}; "
-        f"the {k} most important removed: {e.most_important_removed_dloss:+.3f}.",
-        f"The median is {naive} than the naive 'half the heads, half the ability' ({e.naive_expected_dloss:+.3f}); "
-        f"the mean is {add} additive expectation (k/h) x sum of single costs = {e.additive_expected_dloss:+.3f} "
-        f"(x{e.observed_mean_over_additive:.1f}): on average {kind} "
-        f"({100 * e.fraction_superadditive:.0f}% of subsets cost more than their heads' single costs added).",
+        f"Removing {e.n_remove} of {e.n_heads} heads at random: loss median {e.observed_dloss_median:+.3f} nats "
+        f"{_interval(*e.observed_dloss_median_ci)} (naive {e.naive_expected_dloss:+.3f}, additive "
+        f"{e.additive_expected_dloss:+.3f}); accuracy median {100 * e.observed_dacc_median:+.1f} points (naive "
+        f"{100 * e.naive_expected_dacc:+.1f}).",
         _reason1(e, v, one),
-        _mechanism(e, v),
-        _reason2(e, v, two),
-        f"Reason 3 (noisy heads): {three.n_random_subsets_improved} of {three.n_random} random removals lowered "
-        f"the loss; {_holds(v.reason3_noise_holds)}.",
-    ]
+        _levels_sentence(e, v, one_layer),
+        f"Duplicated roles: {', '.join(two.duplicated_roles) or 'none'}. Reason 3: {three.n_random_subsets_improved} of "
+        f"{three.n_random} random removals lowered the loss; {_holds(v.reason3_noise_holds)}.",
+    ]  # fmt: skip
     if rec is not None:
-        lines.append(f"Fine-tuning all parameters afterwards wins back {100 * rec:.0f}% of a median removal's loss: "
-                     "re-learning, not compensation.")  # fmt: skip
+        lines.append(f"Fine-tuning afterwards wins back {100 * rec:.0f}% of a median removal's loss: re-learning.")
     return " ".join([*lines, _answer(v)])

@@ -181,6 +181,15 @@ class Expectation:
     # reason 1 in its stated form, "a random six mostly removes heads that did little": how skewed the real costs are
     observed_median_over_mean: float  # < 1: a typical removal costs less than the average one
     fraction_cheap: float  # removals costing less than CHEAP_FRACTION x the mean removal
+    # three levels of freezing (mhattn.heads.effects), when measured (None otherwise): direct effect (everything
+    # downstream of the removed heads frozen), heads-only (the surviving heads frozen), total (nothing frozen)
+    direct_dloss_median: float | None = None
+    direct_excess_median: float | None = None  # Δ_direct(S) - Σ_{j∈S} c_j^direct: > 0 = superadditive at the output
+    fraction_direct_superadditive: float | None = None
+    downstream_median: float | None = None  # Δ_heads-only(S) - Δ_direct(S): what the layers after the removal add
+    downstream_p10: float | None = None
+    downstream_p90: float | None = None
+    fraction_downstream_lowers: float | None = None  # subsets whose cost the downstream layers lower (self-repair)
 
 
 def expectation(details):
@@ -210,6 +219,22 @@ def expectation(details):
         interaction_median=float(np.median(inter)), fraction_superadditive=float((inter > 0).mean()),
         top2_share=float(pos[:2].sum() / pos.sum()) if pos.sum() > 0 else 0.0,
         p_random_misses_top2=p_miss_costliest(h, k, min(2, h)), **frozen, **_accuracy(details, k, h, naive),
+        **_direct(details),
+    )  # fmt: skip
+
+
+def _direct(details):
+    """The direct-effect fields of :class:`Expectation` (empty when ``details`` has no direct-effect measurement)."""
+    if "direct_dloss" not in details["random"]:
+        return {}
+    direct, frozen = np.asarray(details["random"]["direct_dloss"]), np.asarray(details["random"]["frozen_dloss"])
+    excess = interactions(details["random"]["subsets"], direct, details["ablation_direct_dloss"])
+    down = frozen - direct
+    return dict(
+        direct_dloss_median=float(np.median(direct)), direct_excess_median=float(np.median(excess)),
+        fraction_direct_superadditive=float((excess > 0).mean()), downstream_median=float(np.median(down)),
+        downstream_p10=float(np.percentile(down, 10)), downstream_p90=float(np.percentile(down, 90)),
+        fraction_downstream_lowers=float((down < 0).mean()),
     )  # fmt: skip
 
 
