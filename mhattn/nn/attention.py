@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from mhattn.backend import array_namespace, asarray, is_array
+from mhattn.backend import array_namespace, asarray, is_array, plain
 from mhattn.functional.mha import multi_head_attention_backward, multi_head_attention_forward
 from mhattn.nn.device import copy_into
 from mhattn.nn.init import init_mha_params
@@ -137,6 +137,9 @@ class MultiHeadAttention:
             ValueError: wrong rank, trailing dimension, batch size or mask shape; ``attention="tiled"``
                 with ``need_weights=True`` or with dropout in training.
         """
+        query, key, value, attn_mask, key_padding_mask, head_mask = map(
+            plain, (query, key, value, attn_mask, key_padding_mask, head_mask)
+        )  # np.memmap inputs as the plain arrays they view
         key = query if key is None else key
         value = key if value is None else value
         p = self.dropout if training else 0.0
@@ -185,6 +188,7 @@ class MultiHeadAttention:
         if self._cache is None:
             raise RuntimeError("backward() called before forward(): there is nothing to differentiate")
         shape = self._cache.out_proj.x.shape
+        dout = plain(dout)
         if not is_array(dout):
             raise TypeError(f"dout must be an array (NumPy, CuPy, torch or array-api-strict), got {type(dout).__name__}")
         array_namespace(dout, self._cache.out_proj.x)  # one library, one device

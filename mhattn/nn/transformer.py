@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from mhattn.backend import array_namespace, asarray
+from mhattn.backend import array_namespace, asarray, plain
 from mhattn.functional.encoder import BLOCK_PARAM_NAMES
 from mhattn.functional.transformer import transformer_backward, transformer_forward
 from mhattn.nn.device import beside, copy_into
@@ -96,7 +96,7 @@ class TransformerModel:
         """
         c = self.cfg
         logits, weights, self._cache = transformer_forward(
-            ids, self.params, c.num_heads, c.num_layers, len(c.output_sizes), causal=c.causal, head_mask=head_mask,
+            plain(ids), self.params, c.num_heads, c.num_layers, len(c.output_sizes), causal=c.causal, head_mask=head_mask,
             dropout_p=c.dropout if training else 0.0, rng=self.rng,
         )  # fmt: skip
         return logits, weights
