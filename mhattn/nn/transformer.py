@@ -14,7 +14,7 @@ import numpy as np
 from mhattn.backend import array_namespace, asarray, plain
 from mhattn.functional.encoder import BLOCK_PARAM_NAMES
 from mhattn.functional.transformer import transformer_backward, transformer_forward
-from mhattn.nn.device import beside, copy_into
+from mhattn.nn.device import beside, copy_into, host_dtype
 from mhattn.nn.init import init_embedding, init_encoder_block, init_layernorm, init_linear
 
 
@@ -60,6 +60,21 @@ def param_shapes(cfg: ModelConfig):
     return {n: v.shape for n, v in _host_params(cfg, np.random.default_rng(0), "float32").items()}
 
 
+def check_model_dtype(dtype, what):
+    """``dtype`` as a NumPy dtype, float32 or float64: a float16 model is refused, not run at a loss of accuracy.
+
+    Raises:
+        ValueError: another dtype (float16 overflows past 65504 and keeps 11 bits, too few for the
+            sums of a forward; load a float16 or bfloat16 checkpoint into a float32 model instead).
+    """
+    dt = np.dtype(dtype)
+    if dt not in (np.float32, np.float64):
+        raise ValueError(
+            f"{what} is {dt}; a model is float32 or float64 (load 16-bit weights into a float32 model: they are cast)"
+        )
+    return dt
+
+
 class TransformerModel:
     """Pre-LN Transformer encoder with per-position classifiers.
 
@@ -68,6 +83,10 @@ class TransformerModel:
         seed: seeds the initialisation and the dropout generator.
         dtype: "float32" or "float64".
         params: use these arrays (held, not copied) instead of a fresh initialisation.
+
+    Raises:
+        ValueError: a ``dtype`` (or a parameter's) other than float32 or float64: float16 models are refused,
+            and 16-bit weights load into a float32 model by :meth:`load_params`, cast.
 
     Fresh parameters are made on the current backend and device (:func:`mhattn.set_backend`); the
     model then runs on arrays of that library and device (:meth:`place` moves host data there).
@@ -80,7 +99,12 @@ class TransformerModel:
     def __init__(self, cfg: ModelConfig, seed=0, dtype="float32", params=None):
         self.cfg = cfg
         init_seed, drop_seed = np.random.SeedSequence(seed).spawn(2)
-        self.params = params if params is not None else init_params(cfg, np.random.default_rng(init_seed), dtype)
+        if params is None:
+            self.params = init_params(cfg, np.random.default_rng(init_seed), check_model_dtype(dtype, "dtype"))
+        else:
+            for name, p in params.items():
+                check_model_dtype(host_dtype(p), f"parameter {name}")
+            self.params = params
         self.rng = np.random.default_rng(drop_seed)
         self.grads, self.head_mask_grad, self._cache = {}, None, None
 
@@ -128,8 +152,9 @@ class TransformerModel:
         """Copy ``params`` (name -> array of any backend, e.g. a checkpoint's) *into* this model's arrays.
 
         As torch's ``load_state_dict``: the parameter arrays stay the same objects (an optimiser built
-        before keeps updating them); values are cast to each parameter's dtype and moved to its device.
-        Every name must be there and fit, or nothing changes.
+        before keeps updating them); values are cast to each parameter's dtype and moved to its device
+        (16-bit weights included: NumPy or torch float16, torch bfloat16). Every name must be there and fit,
+        or nothing changes.
 
         Raises:
             KeyError: a name missing from ``params`` or unknown to the model.

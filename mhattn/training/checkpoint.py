@@ -28,7 +28,7 @@ import numpy as np
 
 from mhattn.backend import asarray, to_numpy
 from mhattn.nn.device import host_dtype
-from mhattn.nn.transformer import ModelConfig, TransformerModel, param_shapes
+from mhattn.nn.transformer import ModelConfig, TransformerModel, check_model_dtype, param_shapes
 
 FORMAT, VERSION = "mhattn-checkpoint", 1
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -138,9 +138,11 @@ def load_checkpoint(path, dtype=None, *, into=None):
         CheckpointError: missing, corrupt or truncated file, wrong format or version,
             missing/extra/mis-shaped parameters, or a config unlike ``into``'s.
             A bare shipped name that a local file also has (see :func:`resolve`).
-        ValueError: a ``dtype`` unlike ``into``'s.
+        ValueError: a ``dtype`` unlike ``into``'s, or other than float32 and float64 (a float16 model is refused).
     """
     path = resolve(path)
+    if dtype is not None:
+        check_model_dtype(dtype, "dtype")
     if into is not None and dtype is not None and np.dtype(dtype) != host_dtype(into.params["embed.W"]):
         raise ValueError(f"dtype={dtype!r} differs from the model's ({host_dtype(into.params['embed.W'])}); leave it out")
     arrays = _read(path)
