@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from mhattn.argtypes import as_integer, as_real
 from mhattn.backend import array_namespace, asarray, plain
 from mhattn.functional.encoder import BLOCK_PARAM_NAMES
 from mhattn.functional.transformer import transformer_backward, transformer_forward
@@ -30,9 +31,27 @@ class ModelConfig:
     dropout: float = 0.0  # dropout after the embedding and each sub-layer (training only)
 
     def __post_init__(self):
+        """Check every field and store it as a Python number (NumPy integers and floats are taken, so the config
+        compares, prints and serialises as plain JSON); a bool is no size.
+
+        Raises:
+            TypeError: a size that is not an integer (or is a bool), a ``dropout`` that is not a number,
+                a ``causal`` that is not a bool, ``output_sizes`` that is not a sequence.
+            ValueError: a size below 1, ``dropout`` outside [0, 1), ``d_model`` not divisible by ``num_heads``.
+        """
+        sizes = self.output_sizes
+        if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__") or len(sizes) == 0:
+            raise TypeError(f"output_sizes must be a non-empty sequence of class counts, got {sizes!r}")
+        fields = {n: as_integer(n, getattr(self, n), 1) for n in ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff")}
+        fields["output_sizes"] = tuple(as_integer(f"output_sizes[{k}]", c, 1) for k, c in enumerate(sizes))
+        fields["dropout"] = as_real("dropout", self.dropout, 0.0, 1.0, high_open=True)
+        if not isinstance(self.causal, (bool, np.bool_)):
+            raise TypeError(f"causal must be True or False, got {self.causal!r}")
+        fields["causal"] = bool(self.causal)
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
-        object.__setattr__(self, "output_sizes", tuple(int(c) for c in self.output_sizes))
 
     def to_dict(self):
         return {**asdict(self), "output_sizes": list(self.output_sizes)}

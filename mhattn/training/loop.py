@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from mhattn.argtypes import as_real
 from mhattn.backend import array_namespace
 from mhattn.functional.losses import cross_entropy_backward, cross_entropy_forward
 from mhattn.nn.device import beside, host_dtype
@@ -108,7 +109,13 @@ def score_batches(logits, targets, batch_size=512, names=None):
 
 
 def head_dropout_mask(rng, num_layers, batch_size, num_heads, p, dtype):
-    """``(L, B, h)`` keep-mask for head dropout: 0 with probability p, else ``1/(1-p)``."""
+    """``(L, B, h)`` keep-mask for head dropout: 0 with probability p, else ``1/(1-p)``.
+
+    Raises:
+        ValueError: ``p`` outside [0, 1) (at 1 every head would go and ``1/(1-p)`` is infinite), as the
+            attention dropout does. TypeError: ``p`` is not a number.
+    """
+    p = as_real("head_dropout", p, 0.0, 1.0, high_open=True)
     return ((rng.random((num_layers, batch_size, num_heads)) >= p) / (1.0 - p)).astype(dtype)
 
 
@@ -128,7 +135,7 @@ def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_d
     Args:
         task: a :class:`~mhattn.training.tasks.Task` (``RolesTask``, ``TextTask``).
         cfg: model configuration (ignored when ``model`` is given).
-        head_dropout: probability of switching a head off per example and step.
+        head_dropout: probability of switching a head off per example and step, a number in [0, 1).
         model: continue training this model instead of a fresh one.
         head_mask: fixed ``(L, h)`` mask applied at every step (fine-tuning a pruned model).
         progress: a tqdm bar with loss and accuracy: True, False, or None (on a terminal only).
@@ -137,7 +144,11 @@ def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_d
     Returns:
         ``(model, info)``: ``info`` has ``seconds``, ``steps``, ``history`` (list of
         ``(step, train loss, train acc)``) and ``val_history`` (``(step, seconds, loss, min_acc)``).
+
+    Raises:
+        ValueError: ``head_dropout`` outside [0, 1). TypeError: ``head_dropout`` is not a number.
     """
+    head_dropout = as_real("head_dropout", head_dropout, 0.0, 1.0, high_open=True)  # before any work
     rng = np.random.default_rng(seed)
     model = model or TransformerModel(cfg, seed=seed)
     cfg = model.cfg
