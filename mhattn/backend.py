@@ -125,7 +125,38 @@ def current_array_module() -> ModuleType:
 
 
 def _library(a) -> str:
-    return type(a).__module__.split(".")[0]
+    """The library of ``a``: ``"numpy"`` for any ``numpy.ndarray`` (subclasses such as ``np.memmap`` included)."""
+    return "numpy" if isinstance(a, np.ndarray) else type(a).__module__.split(".")[0]
+
+
+def _numpy_kind(a) -> bool:
+    """Whether ``a`` is a NumPy array mhattn takes: ``ndarray`` or a subclass whose arithmetic is ndarray's
+    (``np.memmap``, ``np.load(..., mmap_mode="r")``); not a masked array (its mask would be ignored) or an
+    ``np.matrix`` (``*`` is a matrix product there)."""
+    return type(a) is np.ndarray or (isinstance(a, np.ndarray) and not isinstance(a, (np.ma.MaskedArray, np.matrix)))
+
+
+def plain(a):
+    """``a`` with a NumPy subclass (``np.memmap``) seen as the plain ``ndarray`` it views (no copy); else ``a``.
+
+    The public entries pass their array arguments through it, so a memory-mapped input gives the results, and
+    the result types, of the plain-array path.
+    """
+    return np.asarray(a) if isinstance(a, np.ndarray) and type(a) is not np.ndarray and _numpy_kind(a) else a
+
+
+def safe_to_share(host):
+    """A host array another library may take as it is: a C-contiguous copy when a stride is negative or the
+    array is read-only, else the array itself.
+
+    torch refuses NumPy arrays with a negative stride (``np.flip(x, 1)``, ``x[:, ::-1]``; pytorch/pytorch#92680),
+    and would share a read-only array's memory (``np.load(..., mmap_mode="r")``), where a write through the
+    tensor is undefined; every other layout (transposed, sliced, Fortran order) passes as it is.
+    """
+    host = np.asarray(host)
+    if any(s < 0 for s in host.strides) or not host.flags.writeable:
+        return np.array(host, order="C", copy=True)
+    return host
 
 
 def _arrays(arrays):
@@ -147,7 +178,7 @@ def array_namespace(*arrays) -> ModuleType:
     else:
         return np
     arrays = _arrays(arrays)
-    if all(type(a) is np.ndarray for a in arrays):
+    if all(isinstance(a, np.ndarray) for a in arrays):  # subclasses (np.memmap) too: their arithmetic is NumPy's
         return np
     libraries = sorted({_library(a) for a in arrays})
     if len(libraries) > 1:
@@ -168,7 +199,7 @@ get_array_module = array_namespace  # the name CuPy's CPU/GPU-agnostic pattern u
 
 def device_of(x):
     """The device ``x`` lives on (NumPy: "cpu"), for ``device=`` when making arrays beside it."""
-    if type(x) is np.ndarray:
+    if isinstance(x, np.ndarray):
         return "cpu"
     import array_api_compat
 
@@ -186,9 +217,9 @@ def read_only(a):
     Other libraries have no write-protection flag, so there the only safe hand-out is a copy.
     Forwards use it for arrays they also keep in their cache.
     """
-    if type(a) is not np.ndarray:
+    if not isinstance(a, np.ndarray):
         return array_namespace(a).asarray(a, copy=True)
-    view = a.view()
+    view = np.asarray(a).view()
     view.flags.writeable = False
     return view
 
@@ -217,7 +248,8 @@ def to_numpy(x, *, copy: bool = False):
     array-api-strict ``to_device``) or DLPack, never by ``numpy.asarray`` on a device array.
     An array already on the host (NumPy, torch CPU, array-api-strict's CPU device) comes back as a view of
     the same memory unless ``copy=True``: take a copy to keep a snapshot across in-place updates
-    (an optimiser's step, say).
+    (an optimiser's step, say). torch's bfloat16, which NumPy lacks, comes back as float32 (exactly: every
+    bfloat16 value is a float32 value).
     """
     if copy:
         return np.array(to_numpy(x), copy=True)
@@ -227,7 +259,8 @@ def to_numpy(x, *, copy: bool = False):
     if library == "cupy":
         return x.get()
     if library == "torch":
-        return x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        return (x.float() if str(x.dtype) == "torch.bfloat16" else x).numpy()
     if library == "array_api_strict":
         import array_api_strict
 
@@ -245,13 +278,16 @@ def asarray(x, dtype=None):
         return np.asarray(host, dtype=dtype)
     xp = current_array_module()
     dt = None if dtype is None else getattr(xp, np.dtype(dtype).name)
+    if isinstance(host, np.ndarray):
+        host = safe_to_share(host)
     return xp.asarray(host, dtype=dt, device=_device)
 
 
 def is_array(a) -> bool:
-    """Whether ``a`` is an array of a backend mhattn supports (not a list, a masked array or a scalar)."""
-    if type(a) is np.ndarray:
-        return True
+    """Whether ``a`` is an array of a backend mhattn supports (not a list, a masked array, an ``np.matrix`` or a
+    scalar; NumPy subclasses such as ``np.memmap`` are arrays)."""
+    if isinstance(a, np.ndarray):
+        return _numpy_kind(a)
     if _library(a) not in ("cupy", "torch", "array_api_strict"):
         return False
     import array_api_compat

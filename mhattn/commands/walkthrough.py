@@ -59,7 +59,7 @@ def main(args) -> int:
 
         args.out.mkdir(parents=True, exist_ok=True)
         title = f"MultiHeadAttention({d}, {h}): weights per head (untrained, seeded)"
-        fig = attention_heatmaps(wt.weights[0], wt.tokens, title=title)
+        fig = attention_heatmaps(wt.weights[0, ...], wt.tokens, title=title)
         path = args.out / "attention_heads.png"
         fig.savefig(path, dpi=110)
         print(f"\nheatmaps written to {path}")

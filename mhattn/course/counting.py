@@ -13,10 +13,13 @@ matrices. That is ``3 d_model^2 / h + d_model^2``, which equals ``4 d_model^2`` 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from mhattn.backend import asarray
+from mhattn.backend import array_namespace, to_numpy
 from mhattn.nn.attention import MultiHeadAttention
+from mhattn.nn.device import beside
 
 
 def standard_count(d_model: int, num_heads: int, bias: bool = True) -> int:
@@ -45,9 +48,10 @@ def block_diagonal_mha(d_model: int, num_heads: int, seed=None, dtype="float32")
     and value depend only on input features ``i*d_k:(i+1)*d_k``.
     """
     mha = MultiHeadAttention(d_model, num_heads, dtype=dtype, seed=seed)
-    keep = asarray(block_diagonal_mask(d_model, num_heads))
+    xp = array_namespace(mha.params["W_q"])
+    keep = beside(mha.params["W_q"], block_diagonal_mask(d_model, num_heads))  # (d_model, d_model) bool, beside W_q
     for name in ("W_q", "W_k", "W_v"):
-        mha.params[name] = mha.params[name] * keep
+        mha.params[name] = xp.where(keep, mha.params[name], 0.0)
     return mha
 
 
@@ -55,10 +59,11 @@ def free_parameters(mha: MultiHeadAttention, structural_zeros: dict | None = Non
     """Number of trainable scalars, leaving out entries fixed at zero by ``structural_zeros``.
 
     Args:
-        structural_zeros: name -> bool mask of the entries that *may* be non-zero.
+        structural_zeros: name -> bool mask of the entries that *may* be non-zero (an array of any backend).
     """
     structural_zeros = structural_zeros or {}
-    return int(sum(int(structural_zeros[n].sum()) if n in structural_zeros else p.size for n, p in mha.params.items()))
+    free = {n: int(np.count_nonzero(to_numpy(structural_zeros[n]))) for n in structural_zeros}  # masks of any backend
+    return sum(free[n] if n in free else math.prod(p.shape) for n, p in mha.params.items())
 
 
 def attention_flops(batch: int, T: int, S: int, d_model: int, num_heads: int) -> dict:

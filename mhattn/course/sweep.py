@@ -7,6 +7,9 @@ task needs several positions at once: for every position t, name the tokens at p
 so the tokens' order is lost; one head per offset keeps them apart in the concat. Many
 heads of tiny d_k cannot pick a single position any more (with d_k = 1 the score matrix
 has rank 1). The task and the readout live here; the loss and Adam are the package's own.
+
+Batches are drawn on the host; the model moves them beside its parameters, which live on the current backend
+and device (:func:`mhattn.set_backend`), so the same training runs on NumPy, torch or array-api-strict.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mhattn.backend import array_namespace
 from mhattn.functional.losses import cross_entropy_backward, cross_entropy_forward
 from mhattn.nn.attention import MultiHeadAttention
+from mhattn.nn.device import beside
 from mhattn.optim import Adam
 
 OFFSETS = (1, 2, 3, 4)
@@ -51,43 +56,58 @@ def cross_entropy(logits, targets):
     """Mean cross-entropy and its gradient, from :mod:`mhattn.functional.losses` (a log-softmax, no eps).
 
     Args:
-        logits: ``(..., V)`` float; targets: ``(...)`` ints in ``[0, V)``.
+        logits: ``(..., V)`` float, any backend; targets: ``(...)`` ints in ``[0, V)``, host or beside ``logits``.
 
     Returns:
-        ``(loss, dlogits)``: a float (nats) and an array shaped like ``logits``.
+        ``(loss, dlogits)``: a float (nats) and an array shaped like ``logits``, of its namespace and device.
     """
-    loss, cache = cross_entropy_forward(np.asarray(logits), np.asarray(targets))
+    loss, cache = cross_entropy_forward(logits, beside(logits, targets))
     return loss, cross_entropy_backward(1.0, cache)
 
 
 class OffsetModel:
-    """``logits = MultiHeadAttention(x) @ W_r + b_r``, reshaped to ``(B, T, n_offsets, V)``."""
+    """``logits = MultiHeadAttention(x) @ W_r + b_r``, reshaped to ``(B, T, n_offsets, V)``.
+
+    The readout is made beside the attention's parameters (the current backend and device); :meth:`forward`
+    takes a host batch (from :func:`make_batch`) or one already there.
+    """
 
     def __init__(self, cfg: SweepConfig, num_heads: int, seed: int):
         self.cfg = cfg
         self.mha = MultiHeadAttention(cfg.d_model, num_heads, dtype="float64", seed=seed)
         rng = np.random.default_rng(seed + 1_000)
         n_out = len(cfg.offsets) * cfg.vocab
-        self.readout = {"W_r": rng.standard_normal((cfg.d_model, n_out)) / np.sqrt(cfg.d_model), "b_r": np.zeros(n_out)}
+        host = {"W_r": rng.standard_normal((cfg.d_model, n_out)) / np.sqrt(cfg.d_model), "b_r": np.zeros(n_out)}
+        self.readout = {k: beside(self.mha.params["W_q"], v) for k, v in host.items()}
 
     def forward(self, x):
-        out, _ = self.mha.forward(x, need_weights=False)  # (B, T, d_model)
+        xp = array_namespace(self.readout["W_r"])
+        out, _ = self.mha.forward(beside(self.readout["W_r"], x), need_weights=False)  # (B, T, d_model)
         self._out = out
         logits = out @ self.readout["W_r"] + self.readout["b_r"]  # (B, T, n_off * V)
-        return logits.reshape(*x.shape[:2], len(self.cfg.offsets), self.cfg.vocab)
+        return xp.reshape(logits, (*x.shape[:2], len(self.cfg.offsets), self.cfg.vocab))
 
     def backward(self, dlogits):
-        d = dlogits.reshape(*dlogits.shape[:2], -1)  # (B, T, n_off * V)
-        grads = {"W_r": self._out.reshape(-1, self._out.shape[-1]).T @ d.reshape(-1, d.shape[-1])}  # (d_model, n_off * V)
-        grads["b_r"] = d.sum(axis=(0, 1))
-        self.mha.backward(d @ self.readout["W_r"].T)  # fills mha.grads
+        xp = array_namespace(dlogits)
+        d = xp.reshape(dlogits, (*dlogits.shape[:2], -1))  # (B, T, n_off * V)
+        flat_out = xp.reshape(self._out, (-1, self._out.shape[-1]))  # (B T, d_model)
+        grads = {"W_r": flat_out.mT @ xp.reshape(d, (-1, d.shape[-1]))}  # (d_model, n_off * V)
+        grads["b_r"] = xp.sum(d, axis=(0, 1))
+        self.mha.backward(d @ self.readout["W_r"].mT)  # fills mha.grads
         return grads
+
+
+def _accuracy(logits, y) -> float:
+    """The fraction of answers ``argmax logits == y`` (``y`` host targets, moved beside the logits)."""
+    xp = array_namespace(logits)
+    return float(xp.mean(xp.astype(xp.argmax(logits, axis=-1) == beside(logits, y), logits.dtype)))
 
 
 def train_model(cfg: SweepConfig, num_heads: int, seed: int = 0, eval_batches: int = 4):
     """Train one model; return ``(model, result)``, result ``{"num_heads", "d_k", "seed", "final_loss", "accuracy"}``.
 
-    Accuracy is the fraction of (position, offset) answers right on fresh sequences.
+    Accuracy is the fraction of (position, offset) answers right on fresh sequences. The model trains on the
+    current backend and device; batches come from a seeded host generator, so every backend sees the same data.
     """
     rng = np.random.default_rng(seed)
     model = OffsetModel(cfg, num_heads, seed)
@@ -99,7 +119,7 @@ def train_model(cfg: SweepConfig, num_heads: int, seed: int = 0, eval_batches: i
         grads_r = model.backward(dlogits)
         opt_mha.step({k: v for k, v in model.mha.grads.items() if k in model.mha.params})
         opt_r.step(grads_r)
-    hits = [(model.forward(x).argmax(-1) == y).mean() for x, y in (make_batch(cfg, rng) for _ in range(eval_batches))]
+    hits = [_accuracy(model.forward(x), y) for x, y in (make_batch(cfg, rng) for _ in range(eval_batches))]
     result = {"num_heads": num_heads, "d_k": cfg.d_model // num_heads, "seed": seed, "final_loss": loss,
               "accuracy": float(np.mean(hits))}  # fmt: skip
     return model, result

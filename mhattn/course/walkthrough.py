@@ -63,7 +63,7 @@ def run(sentence: str = SENTENCE, d_model: int = 512, num_heads: int = 8, seed: 
     add("q split into heads", q)
     add("k split into heads", k)
     add("v split into heads", v)
-    scores = (q @ k.swapaxes(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))  # shown only; attention recomputes it
+    scores = (q @ k.mT) * (1.0 / math.sqrt(q.shape[-1]))  # (1, h, T, T) shown only; attention recomputes it
     add("scores q k^T / sqrt(d_k)", scores)
     heads, wt.weights, _ = F.scaled_dot_product_attention_forward(q, k, v)
     add("weights softmax(scores)", wt.weights)

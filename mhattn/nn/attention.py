@@ -8,20 +8,16 @@ Vaswani et al. 2017, §3.2.2; head mask ξ from Michel et al. 2019.
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
-from mhattn.backend import array_namespace, asarray, is_array
+from mhattn.argtypes import as_integer, as_real
+from mhattn.backend import array_namespace, asarray, is_array, plain
 from mhattn.functional.mha import multi_head_attention_backward, multi_head_attention_forward
 from mhattn.nn.device import copy_into
 from mhattn.nn.init import init_mha_params
 from mhattn.nn.torch_io import host_params_from_torch, params_to_torch
-
-
-def _positive_int(name, n):
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"{name} must be a positive integer, got {n!r}")
-    return int(n)
 
 
 def _name(dtype) -> str:
@@ -55,9 +51,13 @@ class MultiHeadAttention:
         head_mask_grad: ``∂L/∂ξ`` after a backward with a ``head_mask``, shaped like it (``(h,)`` or
             ``(B, h)``); ``None`` otherwise. ξ is an input, not a parameter: its gradient is kept apart.
 
+    Sizes may be any integers (``numbers.Integral``: NumPy's too) and ``dropout`` any real number; they are
+    stored as Python ``int`` and ``float``.
+
     Raises:
         ValueError: ``d_model`` not divisible by ``num_heads``, a non-positive size,
             ``dropout`` outside [0, 1), a dtype other than float32/float64, or an unknown ``attention``.
+        TypeError: a size that is not an integer or is a bool, a ``dropout`` that is not a number.
     """
 
     # "auto" goes tiled from this many scores (B*h*T*S) on: below it the plain path is as fast (bench_tiled.py)
@@ -66,17 +66,16 @@ class MultiHeadAttention:
     def __init__(
         self, d_model, num_heads, kdim=None, vdim=None, bias=True, dropout=0.0, dtype="float32", seed=None, attention="auto"
     ):
-        self.d_model = _positive_int("d_model", d_model)
-        self.num_heads = _positive_int("num_heads", num_heads)
+        self.d_model = as_integer("d_model", d_model, 1)
+        self.num_heads = as_integer("num_heads", num_heads, 1)
         if self.d_model % self.num_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-        self.kdim = _positive_int("kdim", d_model if kdim is None else kdim)
-        self.vdim = _positive_int("vdim", d_model if vdim is None else vdim)
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}")
-        if not isinstance(bias, bool):
+            raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
+        self.kdim = as_integer("kdim", d_model if kdim is None else kdim, 1)
+        self.vdim = as_integer("vdim", d_model if vdim is None else vdim, 1)
+        dropout = as_real("dropout", dropout, 0.0, 1.0, high_open=True)
+        if not isinstance(bias, (bool, np.bool_)):
             raise TypeError(f"bias must be True or False, got {bias!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
             raise ValueError(f"seed must be None or a non-negative integer, got {seed!r}")
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.float32, np.float64):
@@ -137,6 +136,9 @@ class MultiHeadAttention:
             ValueError: wrong rank, trailing dimension, batch size or mask shape; ``attention="tiled"``
                 with ``need_weights=True`` or with dropout in training.
         """
+        query, key, value, attn_mask, key_padding_mask, head_mask = map(
+            plain, (query, key, value, attn_mask, key_padding_mask, head_mask)
+        )  # np.memmap inputs as the plain arrays they view
         key = query if key is None else key
         value = key if value is None else value
         p = self.dropout if training else 0.0
@@ -185,6 +187,7 @@ class MultiHeadAttention:
         if self._cache is None:
             raise RuntimeError("backward() called before forward(): there is nothing to differentiate")
         shape = self._cache.out_proj.x.shape
+        dout = plain(dout)
         if not is_array(dout):
             raise TypeError(f"dout must be an array (NumPy, CuPy, torch or array-api-strict), got {type(dout).__name__}")
         array_namespace(dout, self._cache.out_proj.x)  # one library, one device

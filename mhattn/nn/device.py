@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mhattn.backend import _library, array_namespace, device_of, is_numpy, to_numpy
+from mhattn.backend import _library, array_namespace, device_of, is_numpy, safe_to_share, to_numpy
 
 _HOST_DTYPES = ("bool", "int32", "int64", "float16", "float32", "float64")
 
@@ -22,7 +22,7 @@ def host_dtype(a) -> np.dtype:
     Raises:
         TypeError: a dtype with no NumPy twin (e.g. torch's bfloat16).
     """
-    if type(a) is np.ndarray:
+    if isinstance(a, np.ndarray):
         return a.dtype
     xp = array_namespace(a)
     for name in _HOST_DTYPES:
@@ -40,14 +40,15 @@ def beside(like, x, dtype=None):
         dtype: ``like``'s namespace's dtype (e.g. ``like.dtype``) to cast to; None keeps ``x``'s.
 
     Returns:
-        An array on ``like``'s device; arrays of another library come over through the host.
+        An array on ``like``'s device; arrays of another library come over through the host, NumPy arrays of any
+        layout (a negative stride included) and subclass (``np.memmap``) as plain arrays.
     """
     xp = array_namespace(like)
     if is_numpy(xp):
         return np.asarray(to_numpy(x) if _library(x) not in ("numpy", "builtins") else x, dtype=dtype)
     if _library(x) == _library(like) and str(device_of(x)) == str(device_of(like)):
         return x if dtype is None or x.dtype == dtype else xp.astype(x, dtype)
-    return xp.asarray(to_numpy(x), dtype=dtype, device=device_of(like))
+    return xp.asarray(safe_to_share(to_numpy(x)), dtype=dtype, device=device_of(like))
 
 
 def copy_into(params: dict, values: dict, what="parameter") -> None:

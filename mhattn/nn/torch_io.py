@@ -12,18 +12,11 @@ import numpy as np
 from mhattn.backend import asarray, to_numpy
 
 
-def _host(v):
-    if hasattr(v, "detach"):  # a torch tensor, duck-typed (bfloat16 has no NumPy twin: go through float32)
-        v = v.detach().cpu()
-        v = (v.float() if str(v.dtype) == "torch.bfloat16" else v).numpy()
-    return to_numpy(v)
-
-
 def _checked_host_arrays(mapping, bias):
     """Host float arrays of ``mapping``, refusing entries this module would not use."""
     if not hasattr(mapping, "items"):
         raise TypeError(f"expected a mapping of parameter names to arrays (a state dict), got {type(mapping).__name__}")
-    m = {k: _host(v) for k, v in mapping.items()}
+    m = {k: to_numpy(v) for k, v in mapping.items()}  # torch's bfloat16 comes as float32, float16 as float16
     if "bias_k" in m or "bias_v" in m:
         raise ValueError("state dict has bias_k/bias_v (add_bias_kv=True), which mhattn does not support")
     packed = "in_proj_weight" in m

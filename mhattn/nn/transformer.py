@@ -11,10 +11,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from mhattn.backend import array_namespace, asarray
+from mhattn.argtypes import as_integer, as_real
+from mhattn.backend import array_namespace, asarray, plain
 from mhattn.functional.encoder import BLOCK_PARAM_NAMES
 from mhattn.functional.transformer import transformer_backward, transformer_forward
-from mhattn.nn.device import beside, copy_into
+from mhattn.nn.device import beside, copy_into, host_dtype
 from mhattn.nn.init import init_embedding, init_encoder_block, init_layernorm, init_linear
 
 
@@ -30,9 +31,27 @@ class ModelConfig:
     dropout: float = 0.0  # dropout after the embedding and each sub-layer (training only)
 
     def __post_init__(self):
+        """Check every field and store it as a Python number (NumPy integers and floats are taken, so the config
+        compares, prints and serialises as plain JSON); a bool is no size.
+
+        Raises:
+            TypeError: a size that is not an integer (or is a bool), a ``dropout`` that is not a number,
+                a ``causal`` that is not a bool, ``output_sizes`` that is not a sequence.
+            ValueError: a size below 1, ``dropout`` outside [0, 1), ``d_model`` not divisible by ``num_heads``.
+        """
+        sizes = self.output_sizes
+        if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__") or len(sizes) == 0:
+            raise TypeError(f"output_sizes must be a non-empty sequence of class counts, got {sizes!r}")
+        fields = {n: as_integer(n, getattr(self, n), 1) for n in ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff")}
+        fields["output_sizes"] = tuple(as_integer(f"output_sizes[{k}]", c, 1) for k, c in enumerate(sizes))
+        fields["dropout"] = as_real("dropout", self.dropout, 0.0, 1.0, high_open=True)
+        if not isinstance(self.causal, (bool, np.bool_)):
+            raise TypeError(f"causal must be True or False, got {self.causal!r}")
+        fields["causal"] = bool(self.causal)
+        for name, value in fields.items():
+            object.__setattr__(self, name, value)
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by num_heads={self.num_heads}")
-        object.__setattr__(self, "output_sizes", tuple(int(c) for c in self.output_sizes))
 
     def to_dict(self):
         return {**asdict(self), "output_sizes": list(self.output_sizes)}
@@ -60,6 +79,21 @@ def param_shapes(cfg: ModelConfig):
     return {n: v.shape for n, v in _host_params(cfg, np.random.default_rng(0), "float32").items()}
 
 
+def check_model_dtype(dtype, what):
+    """``dtype`` as a NumPy dtype, float32 or float64: a float16 model is refused, not run at a loss of accuracy.
+
+    Raises:
+        ValueError: another dtype (float16 overflows past 65504 and keeps 11 bits, too few for the
+            sums of a forward; load a float16 or bfloat16 checkpoint into a float32 model instead).
+    """
+    dt = np.dtype(dtype)
+    if dt not in (np.float32, np.float64):
+        raise ValueError(
+            f"{what} is {dt}; a model is float32 or float64 (load 16-bit weights into a float32 model: they are cast)"
+        )
+    return dt
+
+
 class TransformerModel:
     """Pre-LN Transformer encoder with per-position classifiers.
 
@@ -68,6 +102,10 @@ class TransformerModel:
         seed: seeds the initialisation and the dropout generator.
         dtype: "float32" or "float64".
         params: use these arrays (held, not copied) instead of a fresh initialisation.
+
+    Raises:
+        ValueError: a ``dtype`` (or a parameter's) other than float32 or float64: float16 models are refused,
+            and 16-bit weights load into a float32 model by :meth:`load_params`, cast.
 
     Fresh parameters are made on the current backend and device (:func:`mhattn.set_backend`); the
     model then runs on arrays of that library and device (:meth:`place` moves host data there).
@@ -80,7 +118,12 @@ class TransformerModel:
     def __init__(self, cfg: ModelConfig, seed=0, dtype="float32", params=None):
         self.cfg = cfg
         init_seed, drop_seed = np.random.SeedSequence(seed).spawn(2)
-        self.params = params if params is not None else init_params(cfg, np.random.default_rng(init_seed), dtype)
+        if params is None:
+            self.params = init_params(cfg, np.random.default_rng(init_seed), check_model_dtype(dtype, "dtype"))
+        else:
+            for name, p in params.items():
+                check_model_dtype(host_dtype(p), f"parameter {name}")
+            self.params = params
         self.rng = np.random.default_rng(drop_seed)
         self.grads, self.head_mask_grad, self._cache = {}, None, None
 
@@ -96,7 +139,7 @@ class TransformerModel:
         """
         c = self.cfg
         logits, weights, self._cache = transformer_forward(
-            ids, self.params, c.num_heads, c.num_layers, len(c.output_sizes), causal=c.causal, head_mask=head_mask,
+            plain(ids), self.params, c.num_heads, c.num_layers, len(c.output_sizes), causal=c.causal, head_mask=head_mask,
             dropout_p=c.dropout if training else 0.0, rng=self.rng,
         )  # fmt: skip
         return logits, weights
@@ -128,8 +171,9 @@ class TransformerModel:
         """Copy ``params`` (name -> array of any backend, e.g. a checkpoint's) *into* this model's arrays.
 
         As torch's ``load_state_dict``: the parameter arrays stay the same objects (an optimiser built
-        before keeps updating them); values are cast to each parameter's dtype and moved to its device.
-        Every name must be there and fit, or nothing changes.
+        before keeps updating them); values are cast to each parameter's dtype and moved to its device
+        (16-bit weights included: NumPy or torch float16, torch bfloat16). Every name must be there and fit,
+        or nothing changes.
 
         Raises:
             KeyError: a name missing from ``params`` or unknown to the model.

@@ -28,7 +28,7 @@ import numpy as np
 
 from mhattn.backend import asarray, to_numpy
 from mhattn.nn.device import host_dtype
-from mhattn.nn.transformer import ModelConfig, TransformerModel, param_shapes
+from mhattn.nn.transformer import ModelConfig, TransformerModel, check_model_dtype, param_shapes
 
 FORMAT, VERSION = "mhattn-checkpoint", 1
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -46,16 +46,30 @@ class CheckpointError(ValueError):
     """A checkpoint file is missing, corrupt, truncated, of another version, or does not fit its config."""
 
 
+def _json_number(x):
+    """``json.dumps``'s fallback: a NumPy scalar (``np.int64(4)``, ``np.float32(0.1)``, ``np.True_``) as its Python number."""
+    if isinstance(x, np.generic) and x.dtype.kind in "biuf":
+        return x.item()
+    raise TypeError(f"checkpoint metadata must be JSON data (numbers, strings, lists, dicts), got {type(x).__name__}")
+
+
 def save_checkpoint(path, model: TransformerModel, task_meta: dict, training: dict | None = None):
-    """Write ``model`` to ``path`` (``.npz``, float32 parameters on the host)."""
+    """Write ``model`` to ``path`` (``.npz``, the parameters on the host in their dtype).
+
+    ``task_meta`` and ``training`` are JSON data; NumPy numbers in them are written as Python numbers.
+
+    Raises:
+        TypeError: metadata that is not JSON data (nothing is written).
+    """
     meta = {"format": FORMAT, "version": VERSION, "config": model.cfg.to_dict(), "task": task_meta, "training": training or {}}
+    meta_json = json.dumps(meta, default=_json_number)
     arrays = {f"param/{n}": to_numpy(p) for n, p in model.params.items()}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, meta=np.array(json.dumps(meta)), **arrays)
+            np.savez_compressed(fh, meta=np.array(meta_json), **arrays)
         os.replace(tmp, path)  # readers never see a half-written file
     finally:
         tmp.unlink(missing_ok=True)  # nothing stray when writing or renaming failed
@@ -138,9 +152,11 @@ def load_checkpoint(path, dtype=None, *, into=None):
         CheckpointError: missing, corrupt or truncated file, wrong format or version,
             missing/extra/mis-shaped parameters, or a config unlike ``into``'s.
             A bare shipped name that a local file also has (see :func:`resolve`).
-        ValueError: a ``dtype`` unlike ``into``'s.
+        ValueError: a ``dtype`` unlike ``into``'s, or other than float32 and float64 (a float16 model is refused).
     """
     path = resolve(path)
+    if dtype is not None:
+        check_model_dtype(dtype, "dtype")
     if into is not None and dtype is not None and np.dtype(dtype) != host_dtype(into.params["embed.W"]):
         raise ValueError(f"dtype={dtype!r} differs from the model's ({host_dtype(into.params['embed.W'])}); leave it out")
     arrays = _read(path)

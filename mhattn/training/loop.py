@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from mhattn.argtypes import as_real
 from mhattn.backend import array_namespace
 from mhattn.functional.losses import cross_entropy_backward, cross_entropy_forward
 from mhattn.nn.device import beside, host_dtype
@@ -40,10 +41,18 @@ def multi_loss(logits, targets):
     return total, tuple(dlogits)
 
 
-def correct_count(z, y) -> int:
-    """How many positions have ``argmax z == y``: ``z`` ``(..., C)`` logits, ``y`` integer targets of its shape less C."""
+def correct_count(z, y, ignore_index=-100) -> int:
+    """How many counted positions have ``argmax z == y``: ``z`` ``(..., C)`` logits, ``y`` integer targets of its
+    shape less C; positions whose target is ``ignore_index`` are not counted (:func:`counted_positions`)."""
     xp = array_namespace(z, y)
-    return int(xp.sum(xp.astype(xp.argmax(z, axis=-1) == y, xp.int64)))
+    hit = (xp.argmax(z, axis=-1) == y) & (y != ignore_index)
+    return int(xp.sum(xp.astype(hit, xp.int64)))
+
+
+def counted_positions(y, ignore_index=-100) -> int:
+    """How many targets of ``y`` count (are not ``ignore_index``): the denominator of the loss and the accuracy."""
+    xp = array_namespace(y)
+    return int(xp.count_nonzero(y != ignore_index))
 
 
 def evaluate(model, ids, targets, head_mask=None, batch_size=512, names=None):
@@ -55,7 +64,8 @@ def evaluate(model, ids, targets, head_mask=None, batch_size=512, names=None):
 
     Returns:
         dict ``loss`` (mean over classifiers, nats), ``acc`` (mean), ``min_acc``, and per
-        classifier ``loss/<name>``, ``acc/<name>``.
+        classifier ``loss/<name>``, ``acc/<name>``: each classifier's loss and accuracy are means over its
+        counted positions (targets other than -100), the same at every ``batch_size``.
     """
     hm = None if head_mask is None else model.place(head_mask, dtype="params")
     logits = (
@@ -67,20 +77,31 @@ def evaluate(model, ids, targets, head_mask=None, batch_size=512, names=None):
 def score_batches(logits, targets, batch_size=512, names=None):
     """The dict of :func:`evaluate` from the logits of consecutive batches of ``batch_size`` sequences.
 
+    Each batch's mean loss is weighted by its number of counted targets (those not -100, the ignore index of
+    :func:`~mhattn.functional.losses.cross_entropy_forward`), and accuracy divides by the counted targets, so
+    both are the means over every counted position of the set, whatever the batch size (a batch of ignored
+    targets weighs nothing; huggingface/transformers#24839 is this bug).
+
     Args:
         logits: an iterable over batches, each a tuple of K arrays ``(b, T, C_k)`` (any backend); targets: K host
             arrays ``(N, T)``, moved to the logits' device a batch at a time.
+
+    Returns:
+        See :func:`evaluate`; a classifier with no counted target has NaN loss and accuracy (a mean over
+        nothing, as torch's ``cross_entropy`` gives).
     """
     names = names or [str(k) for k in range(len(targets))]
     K, N = len(targets), targets[0].shape[0]
-    loss_sum, correct = np.zeros(K), np.zeros(K)
+    loss_sum, correct, counted = np.zeros(K), np.zeros(K), np.zeros(K)
     for s, batch in zip(range(0, N, batch_size), logits, strict=True):
         for k, (z, y) in enumerate(zip(batch, targets, strict=True)):
             yb = beside(z, y[s : s + batch_size, ...])
-            loss_sum[k] += cross_entropy_forward(z, yb)[0] * math.prod(yb.shape)
+            loss, cache = cross_entropy_forward(z, yb)
+            loss_sum[k] += loss * cache.count  # the batch's mean times its counted targets: their sum
             correct[k] += correct_count(z, yb)
-    total = N * targets[0].shape[1]
-    losses, accs = loss_sum / total, correct / total
+            counted[k] += cache.count
+    with np.errstate(invalid="ignore", divide="ignore"):  # 0 / 0 for a classifier with nothing counted: NaN, as documented
+        losses, accs = loss_sum / counted, correct / counted
     out = {"loss": float(losses.mean()), "acc": float(accs.mean()), "min_acc": float(accs.min())}
     for k, name in enumerate(names):
         out[f"loss/{name}"], out[f"acc/{name}"] = float(losses[k]), float(accs[k])
@@ -88,7 +109,13 @@ def score_batches(logits, targets, batch_size=512, names=None):
 
 
 def head_dropout_mask(rng, num_layers, batch_size, num_heads, p, dtype):
-    """``(L, B, h)`` keep-mask for head dropout: 0 with probability p, else ``1/(1-p)``."""
+    """``(L, B, h)`` keep-mask for head dropout: 0 with probability p, else ``1/(1-p)``.
+
+    Raises:
+        ValueError: ``p`` outside [0, 1) (at 1 every head would go and ``1/(1-p)`` is infinite), as the
+            attention dropout does. TypeError: ``p`` is not a number.
+    """
+    p = as_real("head_dropout", p, 0.0, 1.0, high_open=True)
     return ((rng.random((num_layers, batch_size, num_heads)) >= p) / (1.0 - p)).astype(dtype)
 
 
@@ -108,7 +135,7 @@ def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_d
     Args:
         task: a :class:`~mhattn.training.tasks.Task` (``RolesTask``, ``TextTask``).
         cfg: model configuration (ignored when ``model`` is given).
-        head_dropout: probability of switching a head off per example and step.
+        head_dropout: probability of switching a head off per example and step, a number in [0, 1).
         model: continue training this model instead of a fresh one.
         head_mask: fixed ``(L, h)`` mask applied at every step (fine-tuning a pruned model).
         progress: a tqdm bar with loss and accuracy: True, False, or None (on a terminal only).
@@ -117,7 +144,11 @@ def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_d
     Returns:
         ``(model, info)``: ``info`` has ``seconds``, ``steps``, ``history`` (list of
         ``(step, train loss, train acc)``) and ``val_history`` (``(step, seconds, loss, min_acc)``).
+
+    Raises:
+        ValueError: ``head_dropout`` outside [0, 1). TypeError: ``head_dropout`` is not a number.
     """
+    head_dropout = as_real("head_dropout", head_dropout, 0.0, 1.0, high_open=True)  # before any work
     rng = np.random.default_rng(seed)
     model = model or TransformerModel(cfg, seed=seed)
     cfg = model.cfg
@@ -139,7 +170,8 @@ def train(task, cfg: ModelConfig, *, steps=3000, batch_size=128, lr=3e-3, head_d
         opt.lr = lr_at(step, steps, lr, warmup=min(100, steps // 10))
         opt.step(grads)
         if step % log_every == 0 or step == steps - 1:
-            acc = float(np.mean([correct_count(z, t) / math.prod(t.shape) for z, t in zip(logits, targets, strict=True)]))
+            accs = [correct_count(z, t) / max(counted_positions(t), 1) for z, t in zip(logits, targets, strict=True)]
+            acc = float(np.mean(accs))
             history.append((step, loss, acc))
             bar.set_postfix(loss=f"{loss:.3f}", acc=f"{acc:.3f}")
         if eval_data is not None and ((step + 1) % eval_every == 0 or step == steps - 1):
