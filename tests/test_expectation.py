@@ -68,7 +68,8 @@ def test_bad_input_names_the_argument(bad, k):
 def _fake(gini, sim, median, mean, improved=0, adapt=0.0):
     """The verdicts' inputs for random removals of median ``median`` and mean ``mean`` (95% intervals ±10%);
     ``adapt``: the median of Δ(S) - Δ_frozen(S), what letting the surviving heads change does (0: nothing)."""
-    e = ex.Expectation(**{f.name: [0.0, 0.0] if f.type == "list[float]" else None if "None" in f.type else 0.0 for f in dataclasses.fields(ex.Expectation)})
+    blank = {"list[float]": [0.0, 0.0], "float | None": None}  # the intervals, and what was not measured
+    e = ex.Expectation(**{f.name: blank.get(f.type, 0.0) for f in dataclasses.fields(ex.Expectation)})
     e.n_heads, e.n_remove, e.naive_expected_dloss, e.additive_expected_dloss = 12, 6, 4.0, 1.0
     e.observed_dloss_median, e.observed_dloss_mean, e.observed_mean_over_additive = median, mean, mean / 1.0
     e.observed_dloss_median_ci, e.observed_dloss_mean_ci = [0.9 * median, 1.1 * median], [0.9 * mean, 1.1 * mean]

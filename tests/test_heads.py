@@ -164,7 +164,8 @@ def _verdict_inputs(costs, k, observed, improved=0, frozen=None):
     sums, observed = ex.subset_sums(costs, k), np.asarray(observed, dtype=float)
     frozen = observed if frozen is None else np.asarray(frozen, dtype=float)
     add, inter, excess, adapt = ex.additive_expectation(costs, k), observed - sums, frozen - sums, observed - frozen
-    e = ex.Expectation(**{f.name: [0.0, 0.0] if f.type == "list[float]" else None if "None" in f.type else 0.0 for f in dataclasses.fields(ex.Expectation)})
+    blank = {"list[float]": [0.0, 0.0], "float | None": None}  # the intervals, and what was not measured
+    e = ex.Expectation(**{f.name: blank.get(f.type, 0.0) for f in dataclasses.fields(ex.Expectation)})
     e = dataclasses.replace(
         e, n_heads=costs.size, n_remove=k, sum_single_dloss=float(costs.sum()), additive_expected_dloss=add,
         additive_median_dloss=float(np.median(sums)), additive_std_dloss=float(sums.std()),
