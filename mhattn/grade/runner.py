@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format  # noqa: F401 - loaded before any worker runs (plain mode watches numpy's files)
 
-from mhattn.grade import guard, imports, launch, sandbox, scan, verdict
+from mhattn.grade import guard, imports, launch, sandbox, scan, user, verdict
 from mhattn.grade.harness import one_line
 from mhattn.grade.spec import EXERCISES, Exercise, find
 from mhattn.grade.stubs import stubs_for
@@ -47,6 +47,10 @@ class Session:
         (tmp / "path").mkdir()
         (tmp / "path" / "mhattn").symlink_to(sandbox.package_dir(), target_is_directory=True)
         (tmp / "cwd").mkdir()
+        ids = user.worker_ids()
+        if ids is not None and not use_sandbox:  # as root: the worker's user passes through (not lists) this folder
+            tmp.chmod(0o711)  # to its imports and its own working folder, the only one here it may write
+            os.chown(tmp / "cwd", *ids)
 
     def env(self) -> dict:
         env = {k: os.environ[k] for k in ENV_KEPT if k in os.environ}
