@@ -150,7 +150,7 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
     limits = launch.Limits(float(timeout), int(memory) << 20)
     for modname in {m for ex in chosen for m in ex.hidden_modules}:  # imported (compiled) now, not while a worker runs
         importlib.import_module(modname)
-    with tempfile.TemporaryDirectory(prefix="mhattn-grade-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mhattn-grade-", dir=user.session_parent(user.worker_ids(), use_sandbox)) as tmp:
         session = Session(Path(tmp), use_sandbox)
         with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
             rows = list(pool.map(lambda ex: run_one(ex, folder, seed, limits, session), chosen))

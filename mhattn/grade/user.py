@@ -22,6 +22,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 DEFAULT_USER = "nobody"
 NOBODY = 65534  # nobody/nogroup on Debian and Ubuntu, where the system has no such user by name
@@ -68,6 +70,19 @@ def _lookup(name: str) -> tuple[int, int]:
             return NOBODY, NOBODY
         raise ValueError(f"{ENV} names no user on this system: {name!r}") from None
     return entry.pw_uid, entry.pw_gid
+
+
+def session_parent(ids: tuple[int, int] | None, use_sandbox: bool) -> str | None:
+    """Where a grade keeps its private folder: the usual temporary folder, unless the worker's user, running
+    without a sandbox, could not pass through it (e.g. ``TMPDIR`` under /root): then the first of ``/tmp``,
+    ``/var/tmp`` and ``/dev/shm`` that every user may pass through."""
+    if ids is None or use_sandbox:
+        return None
+    for d in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"):
+        p = Path(d).resolve()
+        if p.is_dir() and all(q.stat().st_mode & 0o001 for q in (p, *p.parents)):
+            return str(p)
+    return None
 
 
 def drop(ids: tuple[int, int] | None) -> list[str]:
