@@ -161,14 +161,16 @@ def grade_class(submissions, out, jobs: int = 2, seed: int | None = None, force:
                                      "mhattn": __version__, "hash": None, "error": why,
                                      **failed_report(why, student_seed(class_seed, sid))}, True  # fmt: skip
             (graded if now else skipped).append(sid)
-            _write_json(out / "results" / f"{sid}.json", results[sid], class_seed)  # unchanged too: as this run read it
             if now:
+                _write_json(out / "results" / f"{sid}.json", results[sid], class_seed)
                 (out / "feedback" / f"{sid}.md").write_text(summary.feedback(results[sid]), encoding="utf-8")
             if bar is not None:
                 bar.update(1)
     if bar is not None:
         bar.close()
     results = dict(sorted(results.items()))
+    for sid, res in results.items():  # every stored result as this run holds it, once no worker runs any more
+        _write_json(out / "results" / f"{sid}.json", res, class_seed)
     summary.write_gradebook(out / "gradebook.csv", results)
     (out / "summary.md").write_text(summary.class_summary(results, class_seed), encoding="utf-8")
     return {"class_seed": class_seed, "students": results, "graded": sorted(graded), "skipped": sorted(skipped)}
