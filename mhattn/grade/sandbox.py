@@ -132,7 +132,7 @@ def open_parents(binds, extra=()) -> list[str]:
     dests = {Path(binds[i + 2]) for i, a in enumerate(binds) if a == "--ro-bind"} | {Path(e) for e in extra}
     system = [Path(r) for r in SYSTEM]
     above = {p for d in dests for p in [d, *d.parents] if p != Path("/")} - (dests - {Path(e) for e in extra})
-    above = {p for p in above if not any(p == r or r in p.parents for r in system)}
+    above = {p for p in above if p != Path("/tmp") and not any(p == r or r in p.parents for r in system)}  # /tmp: 1777
     return [a for p in sorted(above, key=lambda p: len(p.parts)) for a in ("--perms", "0755", "--dir", str(p))]
 
 
