@@ -31,8 +31,13 @@ ENV = "MHATTN_GRADE_USER"  # a user name, or "UID:GID"
 DROP = (
     "import os, sys\n"
     "uid, gid = int(sys.argv[1]), int(sys.argv[2])\n"
-    "os.setgroups([]); os.setresgid(gid, gid, gid); os.setresuid(uid, uid, uid)\n"
-    "if 0 in (*os.getresuid(), *os.getresgid()) or os.getgroups() not in ([], [gid]): sys.exit('root was not given up')\n"
+    "os.setgroups([])\n"
+    "if hasattr(os, 'setresuid'):\n"
+    "    os.setresgid(gid, gid, gid); os.setresuid(uid, uid, uid)\n"
+    "else:  # macOS: as root, setgid and setuid set the real, effective and saved ids\n"
+    "    os.setgid(gid); os.setuid(uid)\n"
+    "ids = (os.getuid(), os.geteuid(), os.getgid(), os.getegid())\n"
+    "if 0 in ids or os.getgroups() not in ([], [gid]): sys.exit('root was not given up')\n"
     "os.execv(sys.argv[3], sys.argv[3:])\n"
 )
 PYTHON = (sys.executable, "-I", "-S", "-B")
@@ -44,7 +49,7 @@ def worker_ids() -> tuple[int, int] | None:
     Raises:
         ValueError: ``MHATTN_GRADE_USER`` names no user, or names root.
     """
-    if os.geteuid() != 0:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:  # Windows has no root to give up
         return None
     name = os.environ.get(ENV, "").strip() or DEFAULT_USER
     if ":" in name:
