@@ -1,24 +1,31 @@
 """Grade a class: every hand-in under SUBMISSIONS, one at a time per job, each with its own seed.
 
-``OUT`` gets ``class.json`` (the class seed), ``results/<id>.json`` (the grader's report of that student,
-each check included, with the hand-in's hash and seed), ``feedback/<id>.md``, ``gradebook.csv`` and
-``summary.md`` (:mod:`mhattn.classroom.summary`). A student whose graded files, class seed and mhattn
-version are those of the stored result is not graded again (unless ``force``). One student's broken
-hand-in, crash or timeout costs only that student; nobody's grade depends on another's or on ``jobs``.
+``OUT`` gets ``class.json`` (the class seed; mode 0600), ``results/<id>.json`` (the grader's report of that
+student, each check included, with the hand-in's hash and seed; the folder mode 0700), ``feedback/<id>.md``
+(no seed), ``gradebook.csv`` and ``summary.md`` (:mod:`mhattn.classroom.summary`). A student whose graded
+files, class seed and mhattn version are those of the stored result is not graded again (unless ``force``).
+One student's broken hand-in, crash or timeout costs only that student; nobody's grade depends on another's
+or on ``jobs``.
+
+A stored result is reused only as this grader left it: each carries an HMAC keyed by the class seed, all are
+read before any worker starts, and all are written again from memory when the run ends, so a worker that
+reaches ``results/`` (only possible without a sandbox, run as a normal user) changes neither this run's
+gradebook nor what the next run reuses.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
-import secrets
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from mhattn import __version__
 from mhattn.classroom import summary
-from mhattn.classroom.handins import HandinError, files_hash, student_seed, unpack
+from mhattn.classroom.handins import HandinError, class_seed, files_hash, student_seed, unpack
 from mhattn.grade import grade
 from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
 from mhattn.grade.spec import EXERCISES
@@ -50,15 +57,16 @@ def failed_report(reason: str, seed: int) -> dict:
 
 def grade_student(sid: str, src: Path, class_seed: int, previous: dict | None, options: dict) -> tuple[dict, bool]:
     """``(result, graded now)`` for one student; ``previous``: the stored result, reused when nothing changed."""
-    seed = student_seed(class_seed, sid)
-    base = {"student": sid, "class_seed": class_seed, "seed": seed, "mhattn": __version__}
+    base = {"student": sid, "class_seed": class_seed, "mhattn": __version__}
     with tempfile.TemporaryDirectory(prefix="mhattn-handin-") as tmp:
         try:
             folder = unpack(src, Path(tmp))
         except HandinError as err:
-            return {**base, "hash": None, "error": str(err), **failed_report(str(err), seed)}, True
+            seed = student_seed(class_seed, sid)
+            return {**base, "seed": seed, "hash": None, "error": str(err), **failed_report(str(err), seed)}, True
         digest = files_hash(folder)
-        same = {**base, "hash": digest}
+        seed = student_seed(class_seed, sid, digest)
+        same = {**base, "seed": seed, "hash": digest}
         if previous and all(previous.get(k) == v for k, v in same.items()) and not previous.get("error"):
             return previous, False
         try:
@@ -70,20 +78,31 @@ def grade_student(sid: str, src: Path, class_seed: int, previous: dict | None, o
 
 
 def _class_seed(out: Path, seed: int | None) -> int:
-    """The class seed: ``seed``, else the one this ``out`` was graded with, else a fresh one; kept in class.json."""
+    """The class seed: ``seed``, else the one this ``out`` was graded with, else a fresh one (128 bits); kept in
+    class.json, which only its owner may read."""
     stored = out / "class.json"
     if seed is None and stored.is_file():
         seed = int(json.loads(stored.read_text(encoding="utf-8"))["seed"])
-    seed = secrets.randbits(31) if seed is None else int(seed)
-    stored.write_text(json.dumps({"seed": seed, "mhattn": __version__}, indent=2) + "\n", encoding="utf-8")
+    seed = class_seed() if seed is None else int(seed)
+    _write_private(stored, json.dumps({"seed": seed, "mhattn": __version__}, indent=2) + "\n")
     return seed
 
 
-def _load(path: Path) -> dict | None:
+def _mac(data: dict, key: int) -> str:
+    """HMAC-SHA256 of a stored result (without its ``mac``), keyed by the class seed."""
+    body = json.dumps({k: v for k, v in data.items() if k != "mac"}, sort_keys=True).encode()
+    return hmac.new(b"mhattn-results\0" + str(key).encode(), body, hashlib.sha256).hexdigest()
+
+
+def _load(path: Path, key: int) -> dict | None:
+    """The stored result at ``path`` if this grader wrote it as it is (its HMAC checks), else None: graded again."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    if type(data) is not dict or not hmac.compare_digest(str(data.get("mac", "")), _mac(data, key)):
+        return None
+    return data
 
 
 def _bar(total: int, show: bool):
@@ -123,13 +142,15 @@ def grade_class(submissions, out, jobs: int = 2, seed: int | None = None, force:
     out = Path(out)
     for sub in ("results", "feedback"):
         (out / sub).mkdir(parents=True, exist_ok=True)
+    (out / "results").chmod(0o700)  # seeds and hashes: the instructor's
     class_seed = _class_seed(out, seed)
     options = {"timeout": timeout, "memory": memory, "sandbox_mode": sandbox_mode}
     results, graded, skipped = {}, [], []
+    stored = {} if force else {sid: _load(out / "results" / f"{sid}.json", class_seed) for sid in students}  # before any worker
     bar = _bar(len(students), progress)
     with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
-        futures = {pool.submit(grade_student, sid, src, class_seed, None if force else _load(out / "results" / f"{sid}.json"),
-                               options): sid for sid, src in students.items()}  # fmt: skip
+        futures = {pool.submit(grade_student, sid, src, class_seed, stored.get(sid), options): sid
+                   for sid, src in students.items()}  # fmt: skip
         for fut in as_completed(futures):
             sid = futures[fut]
             try:
@@ -141,19 +162,33 @@ def grade_class(submissions, out, jobs: int = 2, seed: int | None = None, force:
                                      **failed_report(why, student_seed(class_seed, sid))}, True  # fmt: skip
             (graded if now else skipped).append(sid)
             if now:
-                _write_json(out / "results" / f"{sid}.json", results[sid])
+                _write_json(out / "results" / f"{sid}.json", results[sid], class_seed)
                 (out / "feedback" / f"{sid}.md").write_text(summary.feedback(results[sid]), encoding="utf-8")
             if bar is not None:
                 bar.update(1)
     if bar is not None:
         bar.close()
     results = dict(sorted(results.items()))
+    for sid, res in results.items():  # every stored result as this run holds it, once no worker runs any more
+        _write_json(out / "results" / f"{sid}.json", res, class_seed)
     summary.write_gradebook(out / "gradebook.csv", results)
     (out / "summary.md").write_text(summary.class_summary(results, class_seed), encoding="utf-8")
     return {"class_seed": class_seed, "students": results, "graded": sorted(graded), "skipped": sorted(skipped)}
 
 
-def _write_json(path: Path, data: dict) -> None:
+def _write_json(path: Path, data: dict, key: int) -> None:
+    """Write a result with its HMAC (:func:`_mac`), replacing the file whole."""
+    data = {**{k: v for k, v in data.items() if k != "mac"}, "mac": _mac(data, key)}
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``path`` whole, readable by its owner only (mode 0600), whatever mode an older copy had."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
     os.replace(tmp, path)

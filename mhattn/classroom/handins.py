@@ -9,6 +9,8 @@ so an entry that lies about its size (a zip bomb) cannot fill the disk or the me
 from __future__ import annotations
 
 import hashlib
+import hmac
+import secrets
 import stat
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -20,20 +22,29 @@ FILENAMES = {ex.filename for ex in EXERCISES}
 MAX_ENTRIES = 2000  # a hand-in is a few files; a notebook folder with checkpoints a few hundred
 MAX_DECLARED = 256 << 20  # what the whole zip says it unpacks to
 MAX_DEPTH = 4  # folders above the exercise files (alice/course/exercises/ex01...)
+CLASS_SEED_BITS = 128
 
 
 class HandinError(Exception):
     """This hand-in cannot be graded; the message is the reason shown in the gradebook."""
 
 
-def student_seed(class_seed: int, student: str) -> int:
-    """The hidden tests' seed of one student: 48 bits of ``sha256("<class seed>:<student id>")``.
+def class_seed() -> int:
+    """A fresh class seed: 128 random bits (:mod:`secrets`), beyond any search; ``--seed`` still gives one."""
+    return secrets.randbits(CLASS_SEED_BITS)
 
-    Each student gets other numbers; the instructor can re-run any one grade with
-    ``mhattn grade FOLDER --seed <this seed>``.
+
+def student_seed(class_seed: int, student: str, handin: str = "") -> int:
+    """The hidden tests' seed of one hand-in: 64 bits of HMAC-SHA256 keyed by the class seed, of the student id and
+    the hand-in's hash (:func:`files_hash`).
+
+    Keyed, one seed says nothing of the key or of a classmate's seed (as a plain hash of a short class seed
+    did); with the hash, a changed hand-in gets new inputs, so no two submissions let a student learn them.
+    The seed goes to the instructor's files only; ``mhattn grade FOLDER --seed <it>`` repeats the grade.
     """
-    digest = hashlib.sha256(f"mhattn-grade:{int(class_seed)}:{student}".encode()).digest()
-    return int.from_bytes(digest[:6], "big")
+    key = str(int(class_seed)).encode()
+    msg = "\0".join(("mhattn-grade", str(student), str(handin))).encode("utf-8", "surrogateescape")
+    return int.from_bytes(hmac.new(key, msg, hashlib.sha256).digest()[:8], "big")
 
 
 def _folder_files(root: Path) -> dict[str, list[Path]]:

@@ -90,7 +90,7 @@ def feedback(res: dict) -> str:
     lines = [f"# Feedback: {res['student']}\n", f"Total: {res['total']}/{res['max_total']}\n"]
     if res.get("error"):
         lines.append(f"Your hand-in could not be graded: {res['error']}\n")
-    lines.append(f"The hidden tests used seed {res['seed']}: `mhattn grade FOLDER --seed {res['seed']}` repeats them.\n")
+    lines.append("The hidden tests drew new inputs for this hand-in (your instructor can repeat them).\n")  # no seed
     for r in res["exercises"]:
         lines.append(f"## {r['name']}: {r['points']}/{r['max_points']}\n")
         failed = [c for c in r.get("checks", []) if c["points"] < c["max_points"]]

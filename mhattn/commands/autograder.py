@@ -9,8 +9,9 @@ from mhattn.commands import UsageError, non_negative_int, output_file
 
 EPILOG = """\
 Upload the zip as the assignment's autograder ("Zip file upload", base image Ubuntu 22.04). Students upload
-their ex*.py files (or one zip of them). Each upload is graded with a seed derived from the class seed and the
-student's Gradescope id; each named check of each exercise is one test with its points and one-line reason."""
+their ex*.py files (or one zip of them). Each upload is graded with a seed derived from the class seed (128 random
+bits unless --seed), the student's Gradescope id and the files, printed for the instructor only; each named check
+of each exercise is one test with its points and one-line reason."""
 
 
 def add_parser(sub, name):

@@ -16,11 +16,12 @@ DIR receives:
   results/<id>.json  that student's report, as `mhattn grade --json` writes it (each check), with its seed and hash
   feedback/<id>.md   what that student should read
   summary.md         per exercise mean, median and full marks; the most common faults with their counts
-  class.json         the class seed (a later run without --seed reuses it)
+  class.json         the class seed, 128 random bits unless --seed (a later run without --seed reuses it)
 
-Each student's hidden inputs use a seed derived from the class seed and the student id (sha256); re-run one
-grade with `mhattn grade FOLDER --seed <seed in results/<id>.json>`. A student whose hand-in has not changed
-since the last run into DIR is not graded again (unless --force)."""
+Each hand-in's hidden inputs use a seed derived from the class seed, the student id and the hand-in's files
+(HMAC-SHA256): it is in results/<id>.json only, never in the feedback; re-run one grade with
+`mhattn grade FOLDER --seed <that seed>`. A student whose hand-in has not changed since the last run into DIR
+is not graded again (unless --force)."""
 
 
 def add_parser(sub, name):

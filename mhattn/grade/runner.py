@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format  # noqa: F401 - loaded before any worker runs (plain mode watches numpy's files)
 
-from mhattn.grade import guard, imports, launch, sandbox, scan, verdict
+from mhattn.grade import guard, imports, launch, sandbox, scan, user, verdict
 from mhattn.grade.harness import one_line
 from mhattn.grade.spec import EXERCISES, Exercise, find
 from mhattn.grade.stubs import stubs_for
@@ -47,6 +47,10 @@ class Session:
         (tmp / "path").mkdir()
         (tmp / "path" / "mhattn").symlink_to(sandbox.package_dir(), target_is_directory=True)
         (tmp / "cwd").mkdir()
+        ids = user.worker_ids()
+        if ids is not None and not use_sandbox:  # as root: the worker's user passes through (not lists) this folder
+            tmp.chmod(0o711)  # to its imports and its own working folder, the only one here it may write
+            os.chown(tmp / "cwd", *ids)
 
     def env(self) -> dict:
         env = {k: os.environ[k] for k in ENV_KEPT if k in os.environ}
@@ -146,7 +150,7 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
     limits = launch.Limits(float(timeout), int(memory) << 20)
     for modname in {m for ex in chosen for m in ex.hidden_modules}:  # imported (compiled) now, not while a worker runs
         importlib.import_module(modname)
-    with tempfile.TemporaryDirectory(prefix="mhattn-grade-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="mhattn-grade-", dir=user.session_parent(user.worker_ids(), use_sandbox)) as tmp:
         session = Session(Path(tmp), use_sandbox)
         with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
             rows = list(pool.map(lambda ex: run_one(ex, folder, seed, limits, session), chosen))

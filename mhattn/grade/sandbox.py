@@ -2,12 +2,16 @@
 
 The worker sees a read-only system (``/usr``, ``/etc``, Python and its packages, the mhattn
 package), a private size-limited ``/tmp`` (the only writable folder), no network, its own PID
-namespace (everything it starts dies with it), of the installed packages only numpy and what mhattn
+namespace (everything it starts dies with it), a read-only ``/proc/sys``, of the installed packages only numpy and what mhattn
 requires (:mod:`mhattn.grade.imports`: no torch, no scipy), and nothing of the folders around
 mhattn: ``solutions/``, ``tests/``, ``exercises_src/``, ``.git``, the learner's other files, other
 checkouts. Inside the mhattn package the grader's own files (``mhattn/grade``) are an empty folder,
 and each reference module of the step being graded is replaced by its stand-in
 (:mod:`mhattn.grade.stubs`), compiled copies included.
+
+Started by root, bubblewrap makes its namespaces without a user namespace (one would map the worker's uid to
+root on the host, whatever ``--uid`` it shows) and keeps only the two capabilities that
+:mod:`mhattn.grade.user`'s dropper needs to become the unprivileged user before the worker starts.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 import numpy
 
 import mhattn
-from mhattn.grade import imports
+from mhattn.grade import imports, user
 
 MISSING = (
     "no sandbox (bubblewrap missing or --no-sandbox): each submission ran with your rights, so it could read solutions/ "
@@ -91,15 +95,45 @@ def _hidden_dirs() -> list[Path]:
             and (pkg in h.parents or not any(s in h.parents for s in sites))]  # fmt: skip
 
 
+def namespace_args() -> list[str]:
+    """bwrap's namespaces, capabilities, ``/proc`` (its ``sys`` read-only) and ``/dev``.
+
+    As a normal user: every namespace, no capability. As root: no user namespace (with one, the worker's uid
+    would be root's on the host: files root owns, ``/proc/sys``), and only ``CAP_SETUID``/``CAP_SETGID``, which
+    the dropper uses to become the worker's user and thereby loses (:mod:`mhattn.grade.user`).
+    """
+    if user.worker_ids() is None:
+        args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    else:
+        args = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add",
+                "CAP_SETGID"]  # fmt: skip
+    return [*args, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+
+
 @functools.lru_cache(maxsize=1)
 def base_args() -> tuple[str, ...]:
     """bwrap's arguments up to the hidden modules: namespaces, mounts, hidden folders."""
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     # the private /tmp first: binds of a venv or clone that lives under /tmp then land on top of it
-    args += ["--proc", "/proc", "--dev", "/dev", *(tmp_args() or ()), *_binds()]
+    args = [*namespace_args(), *(tmp_args() or ()), *open_parents(_binds()), *_binds()]
     for h in _hidden_dirs():
         args += ["--tmpfs", str(h), "--remount-ro", str(h)]
     return (*args, "--chdir", "/tmp")
+
+
+def open_parents(binds, extra=()) -> list[str]:
+    """As root: ``--dir`` (mode 0755) for each folder above a bound path that no system bind brings, and for ``extra``.
+
+    bwrap makes the folders above a bind's destination with mode 0700, which only root may pass; the
+    worker's user must pass them to reach Python, mhattn and its own files. Nothing as a normal user.
+    """
+    if user.worker_ids() is None:
+        return []
+    dests = {Path(binds[i + 2]) for i, a in enumerate(binds) if a == "--ro-bind"} | {Path(e) for e in extra}
+    system = [Path(r) for r in SYSTEM]
+    above = {p for d in dests for p in [d, *d.parents] if p != Path("/")} - (dests - {Path(e) for e in extra})
+    above = {p for p in above if p != Path("/tmp") and not any(p == r or r in p.parents for r in system)}  # /tmp: 1777
+    return [a for p in sorted(above, key=lambda p: len(p.parts)) for a in ("--perms", "0755", "--dir", str(p))]
 
 
 def module_file(modname: str) -> Path:
@@ -126,11 +160,11 @@ def command(stub_files: dict[str, Path], empty: Path, worker: Path, submission: 
     The root and ``/dev`` (tmpfs of up to half the RAM each) are made read-only last: a submission
     that fills them would take the machine's memory; only the size-limited ``/tmp`` stays writable.
     """
-    args = [*base_args(), *hide_modules(stub_files, empty)]
+    args = [*base_args(), *open_parents([], [f"{WORKER_DIR}/submission"]), *hide_modules(stub_files, empty)]
     args += ["--ro-bind", str(worker), f"{WORKER_DIR}/worker.py"]
     args += ["--ro-bind", str(submission), f"{WORKER_DIR}/submission/{submission.name}"]
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    return [*args, *PYTHON, f"{WORKER_DIR}/worker.py", *argv, json.dumps(_worker_path())]
+    return [*args, *user.drop(user.worker_ids()), *PYTHON, f"{WORKER_DIR}/worker.py", *argv, json.dumps(_worker_path())]
 
 
 # isolated (no PYTHON* variables, no user site, no script folder on the path) and without site: no .pth file
@@ -162,16 +196,17 @@ def _worker_source() -> str:
 def plain_command(tmp: Path):
     """``make_cmd(argv)`` without a sandbox: the worker's source passed as ``-c`` (no file a submission could rewrite
     for the next worker), imports from a folder of links to mhattn and the allowed packages only (``tmp/imports``)."""
-    source = _worker_source()
+    source, prefix = _worker_source(), user.drop(user.worker_ids())  # as root: run as the worker's user
     folder = tmp / "imports"
     with _LOCK:  # the exercises of one grade start from threads
         if folder.exists():
-            return lambda argv: [*PYTHON, "-c", source, *argv, json.dumps([str(folder)])]
+            return lambda argv: [*prefix, *PYTHON, "-c", source, *argv, json.dumps([str(folder)])]
         folder.mkdir()
         for entry in [package_dir(), *(e for d in _searched_site_dirs() for e in imports.allowed_entries(d))]:
             if not (folder / entry.name).exists():
                 (folder / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
-    return lambda argv: [*PYTHON, "-c", source, *argv, json.dumps([str(folder)])]
+    user.check_plain(user.worker_ids(), json.dumps([str(folder)]))
+    return lambda argv: [*prefix, *PYTHON, "-c", source, *argv, json.dumps([str(folder)])]
 
 
 def submission_path(submission: Path) -> str:
@@ -179,9 +214,9 @@ def submission_path(submission: Path) -> str:
 
 
 def _probe(extra: list[str]) -> bool:
-    code = f"import sys; sys.path += {_worker_path()!r}; import numpy"
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--proc", "/proc",
-            "--dev", "/dev", *extra, *_binds(), *PYTHON, "-c", code]  # fmt: skip
+    drop = user.drop(user.worker_ids())
+    code = f"import os, sys; sys.path += {_worker_path()!r}; import numpy" + ("; assert 0 not in os.getresuid()" if drop else "")
+    args = [*namespace_args(), *extra, *open_parents(_binds()), *_binds(), *drop, *PYTHON, "-c", code]
     try:
         res = subprocess.run(args, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
@@ -198,7 +233,8 @@ def tmp_args() -> tuple[str, ...] | None:
     """
     if shutil.which("bwrap") is None or not sys.platform.startswith("linux"):
         return None
-    for extra in (("--size", str(TMP_BYTES), "--tmpfs", "/tmp"), ("--tmpfs", "/tmp", "--remount-ro", "/tmp")):
+    perms = ("--perms", "1777") if user.worker_ids() is not None else ()  # bwrap's tmpfs is root's 0755 otherwise
+    for extra in ((*perms, "--size", str(TMP_BYTES), "--tmpfs", "/tmp"), ("--tmpfs", "/tmp", "--remount-ro", "/tmp")):
         if _probe(list(extra)):
             return extra
     return None

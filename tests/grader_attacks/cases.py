@@ -239,8 +239,10 @@ ATTACKS = (
          "is hidden while ex11_online_softmax is graded"),
     Case("mha_tiled_switch", "ex11_online_softmax", (Edit(EX11, "    S = k.shape[-2]\n", _MHA_TILED),),
          "is hidden while ex11_online_softmax is graded"),
-    Case("kill_the_grader", "ex05_combine_heads", (ex05_first("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
-                                                              "os.kill(1, signal.SIGKILL)"),), full=True, modes=SANDBOX),
+    Case("kill_the_grader", "ex05_combine_heads", (ex05_first("import os, signal\nfor pid in (os.getppid(), 1):\n"
+                                                              "    try:\n        os.kill(pid, signal.SIGKILL)\n"
+                                                              "    except OSError:  # as root the worker's user may not\n"
+                                                              "        pass"),), full=True, modes=SANDBOX),
 )  # fmt: skip
 
 ATTACKS += (
