@@ -17,12 +17,12 @@ from mhattn.heads.expectation import Expectation
 
 MODEL_BOX_WORDS = 120  # the box of one model, as `mhattn prune` prints it
 
-# the usual answer's reasons, in its own words (the course's question, notebook 07)
+# the usual answer's reasons, quoted from its own words (the course's question, notebook 07)
 REASON_WORDS = {
-    "little": "removing six at random is likely to remove several that contributed little",
-    "overlap": "the remaining heads may already encode overlapping information",
+    "little": "likely to remove several that contributed little",
+    "overlap": "may already encode overlapping information",
     "compensate": "the remaining heads may partially compensate",
-    "noise": "some removed heads may have been adding noise",
+    "noise": "may have been adding noise",
 }
 
 
@@ -58,7 +58,7 @@ def reason_lines(e: Expectation, v: Verdicts, duplicated: dict, one_layer: bool,
     """One line per reason of the usual answer: its words, then the verdict of its test on this model."""
     ratio = f"a typical removal costs {e.observed_median_over_mean:.2f} x the mean"
     little = (f"yes: {ratio}, {100 * e.fraction_cheap:.0f}% cost under half of it" if v.typical_cheap
-              else f"no: {ratio}; unequal heads widen the spread, leave the mean")  # fmt: skip
+              else f"no: {ratio}; unequal heads widen the spread only")  # fmt: skip
     overlap = ("yes, as duplicated roles (" + ", ".join(f"{r} x{len(hs)}" for r, hs in duplicated.items()) + ")"
                if duplicated else "no role is held twice")  # fmt: skip
     change = _compensation(e, v, one_layer)
