@@ -30,6 +30,7 @@ class Call:
     result has parts scored apart (e.g. each gradient of a backward) gives ``parts``: ``((check, judge), ...)``
     in place of ``judge`` and ``check``. With ``probe`` the worker measures the call (its peak memory and first
     warning, :func:`mhattn.grade.worker._probed`) and each judge gets ``(value, {"peak", "warning"})``.
+    ``memory_note`` replaces the usual advice (``--memory``) when the call runs out of memory (exercise 11's cap).
     """
 
     fn: str
@@ -40,6 +41,7 @@ class Call:
     check: str = ""
     parts: tuple = ()
     probe: bool = False
+    memory_note: str = ""
 
     def judged(self) -> tuple:
         """``((check, judge), ...)``: what this call's result is scored on (judge None: it must raise)."""
