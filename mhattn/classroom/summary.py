@@ -16,8 +16,8 @@ import statistics
 from pathlib import Path
 
 from mhattn.classroom.names import csv_cell, display
+from mhattn.grade.harness import QUALIFIED
 from mhattn.grade.spec import EXERCISES
-from mhattn.grade.verdict import QUALIFIED
 
 SHOWN = 10
 NOT_WRITTEN = "not written yet"
@@ -114,8 +114,10 @@ def _ids(who) -> str:
 
 def _line(ex: str, kind: str, who: dict) -> str:
     checks = sorted({c for cs in who.values() for c in cs})
+    every = {name for e in EXERCISES if e.name == ex for name, _ in e.checks}
+    which = "" if set(checks) == every else f" ({'; '.join(checks)})"  # a fault of some checks names them
     n = len(who)
-    return f"- {n} student{'s' * (n != 1)}, {ex} ({'; '.join(checks)}): {kind}: {_ids(who)}"
+    return f"- {n} student{'s' * (n != 1)}, {ex}{which}: {kind}: {_ids(who)}"
 
 
 def class_summary(results: dict[str, dict], class_seed, ignored: dict[str, str] | None = None) -> str:

@@ -10,12 +10,17 @@ a wrong scaling, the running maximum as the lse) and names the one it matches.
 
 Every call is probed (:class:`~mhattn.grade.harness.Call` ``probe``): the worker sends back the call's peak
 memory (``tracemalloc``) and its first warning, so the checks also hold the exercise to its text. Two visible
-calls on ``S = 4096`` keys test the memory (on a result of the right shape and dtype; its values are the other
-checks' business): at ``block_k = 32`` the peak must stay under a quarter of one full ``(..., T, S)`` float64 array,
-and hold at least half a tile of scores (:data:`MEMORY`), and at ``block_k = 1024`` it must grow by at least a quarter of
-the larger tile (:data:`BLOCK`: a submission that ignores ``block_k`` holds as much at both). Any floating-point
-warning (a ``0/0`` or ``-inf - -inf`` on a row with no allowed key) fails :data:`WARN`, except the flags a matrix
-product leaves, which some OpenBLAS kernels set at random (:data:`mhattn.grade.worker.PRODUCT_FLAGS`).
+calls on ``S = 8192`` keys test the memory, once their ``out`` and ``lse`` are right: at ``block_k = 32`` the peak
+must stay under a quarter of one full ``(..., T, S)`` float64 array and hold at least half a tile of scores
+(:data:`MEMORY`), and at ``block_k = 256`` it must grow by at least a quarter of the larger tile (:data:`BLOCK`: a
+submission that ignores ``block_k`` holds as much at both). ``tracemalloc`` sees NumPy's arrays only, so the
+exercise also runs under :data:`MEMORY_CAP`, a hard address-space limit set in the worker before the file is loaded
+(:func:`mhattn.grade.guard.cap_memory`) and smaller than one full score array of that test: an untiled answer runs
+out of memory whatever holds its scores (``mmap``, ``ctypes``). Any floating-point warning (a ``0/0`` or
+``-inf - -inf`` on a row with no allowed key) fails :data:`WARN`, and so does silencing one (the file's text:
+:func:`mhattn.grade.scan.silencing`; the call: :class:`mhattn.grade.guard.QuietWatch`), except the flags a matrix
+product leaves, which some OpenBLAS kernels set at random (:data:`mhattn.grade.worker.PRODUCT_FLAGS`). The memory,
+block and warning checks qualify the values (:data:`QUALIFIERS`): each scores only beside them.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import numpy as np
 
 from mhattn.functional import scaled_dot_product_attention_forward
 from mhattn.functional.attention_tiled import tiled_attention_forward
-from mhattn.grade.harness import Call, GradeFailure, check_array, check_neginf, tol_for, tuple_of
+from mhattn.grade.harness import QUALIFIED, Call, GradeFailure, check_array, check_neginf, tol_for, tuple_of
 
 # The named checks (points in spec.EXERCISES): each call's out and lse count for one of them.
 OUT, LSE = "out without mask", "lse without mask"
@@ -174,9 +179,12 @@ QUALIFIERS = ((MEMORY, (OUT, LSE)), (BLOCK, (OUT, LSE)), (WARN, VALUES))  # each
 def _probe_value(what, got, out, lse) -> int:
     """The peak memory of a memory call, once its ``(out, lse)`` is right (a stub's zeros keep no memory point)."""
     value, report = _probe(got)
-    tuple_of(what, 2, "(out, lse)")(value)
-    check_array(f"{what}: out", value[0], out, 1e-9)
-    check_array(f"{what}: lse", value[1], lse, 1e-9, rtol=1e-9)
+    try:
+        tuple_of(what, 2, "(out, lse)")(value)
+        check_array(f"{what}: out", value[0], out, 1e-9)
+        check_array(f"{what}: lse", value[1], lse, 1e-9, rtol=1e-9)
+    except GradeFailure as err:  # the value checks name the fault; this one is its consequence
+        raise GradeFailure(f"{QUALIFIED}: {err}") from None
     return report["peak"]
 
 

@@ -21,6 +21,9 @@ class GradeFailure(Exception):
     """A check failed; the message is the one-line reason shown to the learner."""
 
 
+QUALIFIED = "scores only together with the right values"  # a qualifier's reason starts so (verdict.qualify)
+
+
 @dataclass(frozen=True)
 class Call:
     """One call of the learner's ``fn(*args)``: ``judge(result)`` raises GradeFailure when it is wrong.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import signal
 
-from mhattn.grade.harness import Call, GradeFailure, one_line
+from mhattn.grade.harness import QUALIFIED, Call, GradeFailure, one_line
 from mhattn.grade.launch import Limits, Outcome
 from mhattn.grade.worker import EXIT_TOO_LARGE, read_frame
 
@@ -183,9 +183,6 @@ def score(checks, calls: list[Call], n_visible: int, outcome: Outcome, limits: L
             if why:
                 failed.setdefault(check, why)
     return checks_row(checks, failed)
-
-
-QUALIFIED = "scores only together with the right values"  # the start of a qualifier's reason (see qualify)
 
 
 def qualify(checks: list[dict], qualifiers: dict, source_failed: dict | None = None) -> list[dict]:

@@ -26,7 +26,7 @@ import types
 
 MAGIC = b"MHATTN-GRADE-1\n"
 MAX_DEPTH = 16
-EXIT_TOO_LARGE = 3  # the worker's exit code when its results do not fit under the size limit
+EXIT_TOO_LARGE = 86  # the worker's exit code when its results do not fit under the size limit (not a usual one)
 RULES = None  # the grader's mhattn.grade.guard, run from the request's text (main); None when run in-process
 
 
