@@ -132,7 +132,7 @@ def test_the_gradebook_files(graded):
     summary = (out / "summary.md").read_text()
     assert "| ex02_softmax | 10 |" in summary and "## Faults" in summary
     unfinished = summary.split("## Not written yet")[1].split("##")[0]  # stubs + partly, once per exercise
-    assert "- 2 students, ex06_mha_forward (" in unfinished and "): not written yet: `partly`, `stubs`" in unfinished
+    assert "- 2 students, ex06_mha_forward: not written yet: `partly`, `stubs`" in unfinished
     problems = summary.split("## Problems with the hand-ins themselves")[1].split("##")[0]
     assert "time-out: timed out" in problems and "`timeout`" in problems  # the endless loop, listed by name
     assert "`zip_slip`: the zip entry" in summary and not (tmp / "escaped.py").exists()
