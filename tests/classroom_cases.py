@@ -25,6 +25,7 @@ from grader_attacks.edits import apply  # noqa: E402
 
 from mhattn.grade import EXERCISES  # noqa: E402
 from mhattn.grade import checks_heads as H  # noqa: E402
+from mhattn.grade import checks_mha as M  # noqa: E402
 from mhattn.grade import checks_steps as S  # noqa: E402
 from mhattn.grade import checks_tiled as TL  # noqa: E402
 
@@ -41,12 +42,15 @@ LOST = {
     "softmax_backward_diagonal": (S.SM_BACK,),
     "scale_sqrt_d_model": (S.ATT, S.ATT_MASK),  # the visible example has one head: sqrt(h d_k) = sqrt(d_k) there
     "causal_hides_diagonal": (S.CAUSAL, S.ATT_MASK),
+    "attention_backward_unscaled": (S.DQ, S.DK),
+    "mha_grad_first_example": (M.GRAD_GROUPS[0][0],),
     "concat_wrong_order": (S.F64, S.F32),
     "hardcoded_count": (H.COUNT, H.COUNT_KV),
-    "online_no_rescale": (TL.OUT, TL.LSE, TL.OUT_MASK, TL.LSE_MASK),
-    "online_lse_is_max": (TL.LSE, TL.LSE_MASK),
+    # exercise 11's memory, block and warning checks score only beside right values (spec: qualifiers)
+    "online_no_rescale": (*TL.VALUES, TL.MEMORY, TL.BLOCK, TL.WARN),
+    "online_lse_is_max": (TL.LSE, TL.LSE_MASK, TL.MEMORY, TL.BLOCK, TL.WARN),
     "online_nan_on_masked_row": (TL.OUT_MASK, TL.LSE_MASK, TL.WARN),  # -inf - (-inf) warns before it is NaN
-    "online_scale_sqrt_S": (TL.OUT, TL.LSE, TL.OUT_MASK, TL.LSE_MASK),
+    "online_scale_sqrt_S": (*TL.VALUES, TL.MEMORY, TL.BLOCK, TL.WARN),
 }
 PARTLY = ("ex01", "ex02", "ex03", "ex04", "ex05")  # written; the others are untouched stubs
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from mhattn import __version__
 from mhattn.classroom import summary
 from mhattn.classroom.handins import HandinError, class_seed, files_hash, student_seed, unpack
+from mhattn.classroom.names import display, file_stem
 from mhattn.grade import grade
 from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
 from mhattn.grade.spec import EXERCISES
@@ -33,7 +34,8 @@ from mhattn.grade.verdict import all_failed, row
 
 
 def find_students(submissions: Path) -> dict[str, Path]:
-    """``{student id: hand-in}``: each folder or ``.zip`` directly under ``submissions`` (hidden names skipped).
+    """``{student id: hand-in}``: each entry directly under ``submissions`` that is a folder, a ``.zip``, or anything
+    that is not a plain file (a FIFO, a link: :func:`unpack` says why it cannot be graded); see :func:`ignored`.
 
     Raises:
         FileNotFoundError: ``submissions`` is not a folder.
@@ -42,11 +44,23 @@ def find_students(submissions: Path) -> dict[str, Path]:
         raise FileNotFoundError(f"no folder {submissions} (give the folder with one folder or .zip per student)")
     found: dict[str, Path] = {}
     for p in sorted(submissions.iterdir()):
-        if p.name.startswith((".", "__")) or not (p.is_dir() or p.suffix.lower() == ".zip"):
-            continue
-        sid = p.stem if p.suffix.lower() == ".zip" and not p.is_dir() else p.name
-        found.setdefault(sid, p)  # alice/ and alice.zip: the folder (sorted first) is graded
+        if _ignored(p) is None:
+            sid = p.stem if p.suffix.lower() == ".zip" and not p.is_dir() else p.name
+            found.setdefault(sid, p)  # alice/ and alice.zip: the folder (sorted first) is graded
     return found
+
+
+def ignored(submissions: Path) -> dict[str, str]:
+    """``{name: why}``: the entries of ``submissions`` that are not hand-ins (hidden names, plain files not ``.zip``)."""
+    return {p.name: why for p in sorted(submissions.iterdir()) if (why := _ignored(p))}
+
+
+def _ignored(p: Path) -> str | None:
+    if p.name.startswith((".", "__")):
+        return "a hidden name (starts with . or __)"
+    if p.is_file() and not p.is_symlink() and p.suffix.lower() != ".zip":
+        return "a file that is neither a folder nor a .zip"
+    return None
 
 
 def failed_report(reason: str, seed: int) -> dict:
@@ -57,13 +71,13 @@ def failed_report(reason: str, seed: int) -> dict:
 
 def grade_student(sid: str, src: Path, class_seed: int, previous: dict | None, options: dict) -> tuple[dict, bool]:
     """``(result, graded now)`` for one student; ``previous``: the stored result, reused when nothing changed."""
-    base = {"student": sid, "class_seed": class_seed, "mhattn": __version__}
+    base = {"student": display(sid), "class_seed": class_seed, "mhattn": __version__}  # display: any name as text
     with tempfile.TemporaryDirectory(prefix="mhattn-handin-") as tmp:
         try:
             folder = unpack(src, Path(tmp))
         except HandinError as err:
-            seed = student_seed(class_seed, sid)
-            return {**base, "seed": seed, "hash": None, "error": str(err), **failed_report(str(err), seed)}, True
+            seed, why = student_seed(class_seed, display(sid)), display(str(err))  # the name may not be UTF-8
+            return {**base, "seed": seed, "hash": None, "error": why, **failed_report(why, seed)}, True
         digest = files_hash(folder)
         seed = student_seed(class_seed, sid, digest)
         same = {**base, "seed": seed, "hash": digest}
@@ -72,7 +86,7 @@ def grade_student(sid: str, src: Path, class_seed: int, previous: dict | None, o
         try:
             report = grade(folder, seed=seed, jobs=1, **options)
         except Exception as err:  # noqa: BLE001 - one hand-in that breaks the grader costs its student only
-            why = f"the grader failed on this hand-in ({type(err).__name__}: {str(err)[:200]})"
+            why = display(f"the grader failed on this hand-in ({type(err).__name__}: {str(err)[:200]})")
             return {**same, "error": why, **failed_report(why, seed)}, True
     return {**same, "error": None, **report}, True
 
@@ -138,42 +152,65 @@ def grade_class(submissions, out, jobs: int = 2, seed: int | None = None, force:
     """
     if int(jobs) < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
-    students = find_students(Path(submissions))
-    out = Path(out)
+    submissions, out = Path(submissions), Path(out)
+    students = find_students(submissions)
     for sub in ("results", "feedback"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     (out / "results").chmod(0o700)  # seeds and hashes: the instructor's
     class_seed = _class_seed(out, seed)
     options = {"timeout": timeout, "memory": memory, "sandbox_mode": sandbox_mode}
     results, graded, skipped = {}, [], []
-    stored = {} if force else {sid: _load(out / "results" / f"{sid}.json", class_seed) for sid in students}  # before any worker
+    stored = {} if force else {sid: _load(_result_path(out, sid), class_seed) for sid in students}  # before any worker
     bar = _bar(len(students), progress)
-    with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
-        futures = {pool.submit(grade_student, sid, src, class_seed, stored.get(sid), options): sid
-                   for sid, src in students.items()}  # fmt: skip
-        for fut in as_completed(futures):
-            sid = futures[fut]
-            try:
-                results[sid], now = fut.result()
-            except Exception as err:  # noqa: BLE001 - e.g. a hand-in that cannot be read: its student only
-                why = f"this hand-in could not be graded ({type(err).__name__}: {str(err)[:200]})"
-                results[sid], now = {"student": sid, "class_seed": class_seed, "seed": student_seed(class_seed, sid),
-                                     "mhattn": __version__, "hash": None, "error": why,
-                                     **failed_report(why, student_seed(class_seed, sid))}, True  # fmt: skip
-            (graded if now else skipped).append(sid)
-            if now:
-                _write_json(out / "results" / f"{sid}.json", results[sid], class_seed)
-                (out / "feedback" / f"{sid}.md").write_text(summary.feedback(results[sid]), encoding="utf-8")
-            if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+    try:
+        with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
+            futures = {pool.submit(grade_student, sid, src, class_seed, stored.get(sid), options): sid
+                       for sid, src in students.items()}  # fmt: skip
+            for fut in as_completed(futures):
+                sid = futures[fut]
+                results[sid], now = _outcome(fut, sid, class_seed)
+                (graded if now else skipped).append(sid)
+                if now:
+                    _keep(out, sid, results[sid], class_seed)
+                summary.write_gradebook(out / "gradebook.csv", results)  # each row kept as soon as it is graded
+                if bar is not None:
+                    bar.update(1)
+    finally:  # whatever happened (an interrupt, a full disk), the rows graded so far are written out
+        if bar is not None:
+            bar.close()
+        for sid, res in results.items():  # every stored result as this run holds it, once no worker runs any more
+            _keep(out, sid, res, class_seed)
+        summary.write_gradebook(out / "gradebook.csv", results)
+        summary.write_faults(out / "faults.csv", summary.faults(results))
+        text = summary.class_summary(results, class_seed, ignored(submissions))
+        (out / "summary.md").write_text(text, encoding="utf-8")
     results = dict(sorted(results.items()))
-    for sid, res in results.items():  # every stored result as this run holds it, once no worker runs any more
-        _write_json(out / "results" / f"{sid}.json", res, class_seed)
-    summary.write_gradebook(out / "gradebook.csv", results)
-    (out / "summary.md").write_text(summary.class_summary(results, class_seed), encoding="utf-8")
     return {"class_seed": class_seed, "students": results, "graded": sorted(graded), "skipped": sorted(skipped)}
+
+
+def _result_path(out: Path, sid: str) -> Path:
+    return out / "results" / f"{file_stem(sid)}.json"
+
+
+def _outcome(fut, sid: str, class_seed: int) -> tuple[dict, bool]:
+    """``(result, graded now)`` of one student's future; an error the grader did not expect costs that student only."""
+    try:
+        return fut.result()
+    except Exception as err:  # noqa: BLE001 - e.g. a hand-in that cannot be read: its student only
+        why = f"this hand-in could not be graded ({type(err).__name__}: {str(err)[:200]})"
+        seed = student_seed(class_seed, display(sid))
+        return {"student": display(sid), "class_seed": class_seed, "seed": seed, "mhattn": __version__, "hash": None,
+                "error": why, **failed_report(why, seed)}, True  # fmt: skip
+
+
+def _keep(out: Path, sid: str, result: dict, key: int) -> None:
+    """Write ``results/<stem>.json`` (with its HMAC) and ``feedback/<stem>.md``; a failure to write is noted in the
+    student's row."""
+    try:
+        _write_json(_result_path(out, sid), result, key)
+        (out / "feedback" / f"{file_stem(sid)}.md").write_text(summary.feedback(result), encoding="utf-8")
+    except (OSError, ValueError) as err:
+        result["error"] = result.get("error") or f"its results could not be written ({type(err).__name__}: {err})"
 
 
 def _write_json(path: Path, data: dict, key: int) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from mhattn.commands import UsageError, non_negative_int, output_file
 
+DESCRIPTION = "Write the zip to upload to Gradescope as a programming assignment's autograder."
 EPILOG = """\
 Upload the zip as the assignment's autograder ("Zip file upload", base image Ubuntu 22.04). Students upload
 their ex*.py files (or one zip of them). Each upload is graded with a seed derived from the class seed (128 random
@@ -15,7 +16,7 @@ of each exercise is one test with its points and one-line reason."""
 
 
 def add_parser(sub, name):
-    p = sub.add_parser(name, help="build an autograder zip for Gradescope", description=__doc__.splitlines()[0],
+    p = sub.add_parser(name, help="build an autograder zip for Gradescope", description=DESCRIPTION,
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("platform", choices=["gradescope"], help="the autograding platform")
     p.add_argument("--out", type=output_file, default=Path("autograder.zip"), help="zip to write (default: %(default)s)")

@@ -12,11 +12,19 @@ from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
 
 EPILOG = """\
 DIR receives:
-  gradebook.csv      one row per student: id, each exercise's points (the header gives its maximum), total, note
+  gradebook.csv      one row per student: id, each exercise's points (the header gives its maximum), total, note;
+                     rewritten after each student; a cell that a spreadsheet would run as a formula starts with '
   results/<id>.json  that student's report, as `mhattn grade --json` writes it (each check), with its seed and hash
+                     (<id>: the id itself, or a readable prefix and a hash when it is long or not UTF-8)
   feedback/<id>.md   what that student should read
-  summary.md         per exercise mean, median and full marks; the most common faults with their counts
+  summary.md         per exercise mean, median and full marks; unfinished exercises; time-outs, missing files,
+                     encoding problems, in-place edits and oversize output; every fault kind with its students
+  faults.csv         every fault: exercise, kind, student, the checks it failed
   class.json         the class seed, 128 random bits unless --seed (a later run without --seed reuses it)
+
+Every entry of SUBMISSIONS is a student except hidden names (. or __) and plain files that are not .zip (both
+listed in summary.md); a link, a FIFO or an unreadable folder scores 0 with the reason. gradebook.csv,
+summary.md and faults.csv are written even when the run stops early.
 
 Each hand-in's hidden inputs use a seed derived from the class seed, the student id and the hand-in's files
 (HMAC-SHA256): it is in results/<id>.json only, never in the feedback; re-run one grade with

@@ -91,6 +91,24 @@ def _softmax_fault(got, scores, mask):
     return None
 
 
+def backward_hint(dprobs, probs):
+    """A hint for a wrong softmax backward: whether it keeps only the Jacobian's diagonal, ``p (1 - p) dprobs``."""
+    diagonal = probs.astype(np.float64) * (1 - probs.astype(np.float64)) * dprobs
+
+    def hint(got):
+        if got.shape == diagonal.shape and np.allclose(got, diagonal, atol=1e-4):
+            return ("this keeps only the diagonal of the softmax Jacobian, p (1 - p) dprobs: each probability of a row "
+                    "also depends on every other score of that row (the off-diagonal -p_i p_j)")  # fmt: skip
+        return None
+
+    return hint
+
+
+def backward_call(what, dp, probs, atol):
+    judge = array(what, softmax_backward(dp, SoftmaxCache(probs)), atol, hint=backward_hint(dp, probs))
+    return Call("softmax_backward", (dp, probs), judge, check=SM_BACK)
+
+
 def softmax_call(what, scores, mask=None):
     args = (scores,) if mask is None else (scores, mask)
     expected = softmax_forward(scores, mask)[0]
@@ -106,12 +124,7 @@ def visible_ex02():
     return [
         softmax_call("softmax_forward of [[1, 2, 3], [1000, 1001, 1002]]", s),
         softmax_call("softmax_forward with a mask (row 1 fully masked -> zeros)", s, mask),
-        Call(
-            "softmax_backward",
-            (dp, p),
-            array("softmax_backward of softmax([1, 2, 3])", softmax_backward(dp, SoftmaxCache(p)), 1e-12),
-            check=SM_BACK,
-        ),
+        backward_call("softmax_backward of softmax([1, 2, 3])", dp, p, 1e-12),
     ]
 
 
@@ -128,12 +141,7 @@ def hidden_ex02(rng):
         calls += [
             softmax_call(f"softmax_forward({shape}, mask)", scores, mask),
             softmax_call(f"softmax_forward({shape}) without mask", scores),
-            Call(
-                "softmax_backward",
-                (dp, probs),
-                array(what, softmax_backward(dp, SoftmaxCache(probs)), tol_for(dtype)),
-                check=SM_BACK,
-            ),
+            backward_call(what, dp, probs, tol_for(dtype)),
         ]
     return calls
 
@@ -214,11 +222,24 @@ def _backward_call(q, k, v, mask, dout, what, atol):
     def part(i):
         def judge(got):
             tuple_of(f"attention_backward ({what})", 3, "(dq, dk, dv)")(got)
-            check_array(f"attention_backward ({what}): {('dq', 'dk', 'dv')[i]}", got[i], ref[i], atol)
+            check_array(f"attention_backward ({what}): {('dq', 'dk', 'dv')[i]}", got[i], ref[i], atol,
+                        hint=_unscaled_hint(ref[i], q.shape[-1]) if i < 2 else None)  # fmt: skip
 
         return (DQ, DK, DV)[i], judge
 
     return Call("attention_backward", (dout, q, k, v, w), parts=(part(2), part(0), part(1)))  # dv first
+
+
+def _unscaled_hint(ref, d_k):
+    """A hint for a dq or dk that is ``sqrt(d_k)`` times too large: the scaling left out on the way back."""
+    unscaled = ref.astype(np.float64) * np.sqrt(d_k)
+
+    def hint(got):
+        if d_k > 1 and got.shape == ref.shape and np.allclose(got, unscaled, rtol=1e-3, atol=1e-4):
+            return "this is sqrt(d_k) times the right gradient: the forward's 1/sqrt(d_k) is missing on the way back"
+        return None
+
+    return hint
 
 
 def hidden_ex04(rng):

@@ -10,21 +10,28 @@ a wrong scaling, the running maximum as the lse) and names the one it matches.
 
 Every call is probed (:class:`~mhattn.grade.harness.Call` ``probe``): the worker sends back the call's peak
 memory (``tracemalloc``) and its first warning, so the checks also hold the exercise to its text. Two visible
-calls on ``S = 4096`` keys test the memory (on a result of the right shape and dtype; its values are the other
-checks' business): at ``block_k = 32`` the peak must stay under a quarter of one full ``(..., T, S)`` float64 array,
-and hold at least half a tile of scores (:data:`MEMORY`), and at ``block_k = 1024`` it must grow by at least a quarter of
-the larger tile (:data:`BLOCK`: a submission that ignores ``block_k`` holds as much at both). Any floating-point
-warning (a ``0/0`` or ``-inf - -inf`` on a row with no allowed key) fails :data:`WARN`, except the flags a matrix
-product leaves, which some OpenBLAS kernels set at random (:data:`mhattn.grade.worker.PRODUCT_FLAGS`).
+calls on ``S = 8192`` keys test the memory, once their ``out`` and ``lse`` are right: at ``block_k = 32`` the peak
+must stay under a quarter of one full ``(..., T, S)`` float64 array and hold at least half a tile of scores
+(:data:`MEMORY`), and at ``block_k = 256`` it must grow by at least a quarter of the larger tile (:data:`BLOCK`: a
+submission that ignores ``block_k`` holds as much at both). ``tracemalloc`` sees NumPy's arrays only, so the
+exercise also runs under :data:`MEMORY_CAP`, a hard address-space limit set in the worker before the file is loaded
+(:func:`mhattn.grade.guard.cap_memory`) and smaller than one full score array of that test: an untiled answer runs
+out of memory whatever holds its scores (``mmap``, ``ctypes``). Any floating-point warning (a ``0/0`` or
+``-inf - -inf`` on a row with no allowed key) fails :data:`WARN`, and so does silencing one (the file's text:
+:func:`mhattn.grade.scan.silencing`; the call: :class:`mhattn.grade.guard.QuietWatch`), except the flags a matrix
+product leaves, which some OpenBLAS kernels set at random (:data:`mhattn.grade.worker.PRODUCT_FLAGS`). The memory,
+block and warning checks qualify the values (:data:`QUALIFIERS`): each scores only beside them.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
 from mhattn.functional import scaled_dot_product_attention_forward
 from mhattn.functional.attention_tiled import tiled_attention_forward
-from mhattn.grade.harness import Call, GradeFailure, check_array, check_kind, check_neginf, tol_for, tuple_of
+from mhattn.grade.harness import QUALIFIED, Call, GradeFailure, check_array, check_neginf, tol_for, tuple_of
 
 # The named checks (points in spec.EXERCISES): each call's out and lse count for one of them.
 OUT, LSE = "out without mask", "lse without mask"
@@ -154,46 +161,62 @@ def _call(q, k, v, block_k, mask, what, atol):
 
     args = (q, k, v, block_k) if mask is None else (q, k, v, block_k, mask)
     parts = ((OUT if mask is None else OUT_MASK, judge_out), (LSE if mask is None else LSE_MASK, judge_lse))
-    return Call(FN, args, parts=(*parts, (WARN, _warn_judge(what))), probe=True)
+    return Call(FN, args, parts=(*parts, (WARN, _warn_judge(what))), probe=True, memory_note=CAP_NOTE)
 
 
 # the memory probes: float64, no mask, S keys far more than T queries, so the full scores dwarf a tile
-PROBE_SHAPE, PROBE_BLOCKS = (1, 2, 256, 4096, 8), (32, 1024)  # (B, h, T, S, d_k = d_v), (small, large) block_k
+PROBE_SHAPE, PROBE_BLOCKS = (1, 2, 1024, 8192, 8), (32, 256)  # (B, h, T, S, d_k = d_v), (small, large) block_k
 MIB = float(1 << 20)
+FULL_SCORES = PROBE_SHAPE[0] * PROBE_SHAPE[1] * PROBE_SHAPE[2] * PROBE_SHAPE[3] * 8  # bytes of one (..., T, S) float64
+MEMORY_CAP = 96 << 20  # address space after loading the file (mhattn.grade.guard.cap_memory): 3/4 of FULL_SCORES
+CAP_NOTE = (f"exercise 11 runs under a memory cap of {MEMORY_CAP >> 20} MiB beyond what the grader's process held "
+            f"before loading your file, less than one full (..., T, S) float64 score array of its largest test "
+            f"({FULL_SCORES >> 20} MiB): keep only (..., T, block_k) tiles")  # fmt: skip
+VALUES = (OUT, LSE, OUT_MASK, LSE_MASK)
+QUALIFIERS = ((MEMORY, (OUT, LSE)), (BLOCK, (OUT, LSE)), (WARN, VALUES))  # each scores only beside right values
 
 
-def _probe_kind(what, got, out) -> int:
-    """The peak memory of a memory call that returned ``(out, lse)`` with ``out`` of the right shape and dtype.
-
-    The values are the other checks' business: a tiled loop with a wrong rescaling still keeps its memory points.
-    """
+def _probe_value(what, got, out, lse) -> int:
+    """The peak memory of a memory call, once its ``(out, lse)`` is right (a stub's zeros keep no memory point)."""
     value, report = _probe(got)
-    tuple_of(what, 2, "(out, lse)")(value)
-    check_kind(f"{what}: out", value[0], out)
+    try:
+        tuple_of(what, 2, "(out, lse)")(value)
+        check_array(f"{what}: out", value[0], out, 1e-9)
+        check_array(f"{what}: lse", value[1], lse, 1e-9, rtol=1e-9)
+    except GradeFailure as err:  # the value checks name the fault; this one is its consequence
+        raise GradeFailure(f"{QUALIFIED}: {err}") from None
     return report["peak"]
+
+
+@functools.cache
+def _probe_inputs():
+    """``(q, k, v, out, lse)`` of the memory probes (fixed, so computed once; the expected values with mhattn's
+    tiled attention, which never holds the full scores either)."""
+    B, h, T, S, d = PROBE_SHAPE
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.standard_normal((B, h, n, d)) for n in (T, S, S))
+    out, lse, _ = tiled_attention_forward(q, k, v, None, workers=1)
+    return q, k, v, out, lse
 
 
 def _memory_calls():
     """The two probed calls of :data:`MEMORY` and :data:`BLOCK`: the same inputs at a small and a large ``block_k``."""
-    B, h, T, S, d = PROBE_SHAPE
-    rng = np.random.default_rng(11)
-    q, k, v = (rng.standard_normal((B, h, n, d)) for n in (T, S, S))
-    out = scaled_dot_product_attention_forward(q, k, v)[0]
-    full, column = B * h * T * S * 8, B * h * T * 8  # bytes of one (B, h, T, S) float64 array, of one key's scores
+    q, k, v, out, lse = _probe_inputs()
+    column = PROBE_SHAPE[0] * PROBE_SHAPE[1] * PROBE_SHAPE[2] * 8  # bytes of one key's scores (..., T, 1)
     (small, large), seen = PROBE_BLOCKS, {}  # seen: the small tile's peak, for the large tile's judge (judged in order)
     what = [f"{FN}(q {q.shape}, k {k.shape}, v {v.shape} float64, block_k={b})" for b in PROBE_BLOCKS]
 
     def judge_small(got):
-        seen["peak"] = peak = _probe_kind(what[0], got, out)
-        if peak > full / 4:
+        seen["peak"] = peak = _probe_value(what[0], got, out, lse)
+        if peak > FULL_SCORES / 4:
             raise GradeFailure(f"{what[0]}: peak memory {peak / MIB:.1f} MiB, over a quarter of one full (..., T, S) "
-                               f"float64 array ({full / MIB:.0f} MiB): keep only (..., T, block_k) tiles")  # fmt: skip
+                               f"float64 array ({FULL_SCORES / MIB:.0f} MiB): keep only (..., T, block_k) tiles")  # fmt: skip
         if peak < column * small / 2:
             raise GradeFailure(f"{what[0]}: peak memory {peak / MIB:.3f} MiB, under half of one (..., T, block_k) tile "
                                "of scores: were the scores computed at all?")  # fmt: skip
 
     def judge_large(got):
-        peak = _probe_kind(what[1], got, out)
+        peak = _probe_value(what[1], got, out, lse)
         if "peak" not in seen:
             raise GradeFailure(f"{what[1]}: the call with block_k={small} failed, so the two cannot be compared")
         if peak - seen["peak"] < column * (large - small) / 4:  # a quarter of the growth of one (..., T, block_k) tile
@@ -201,8 +224,10 @@ def _memory_calls():
                                f"block_k={small}: a tile of {large} keys must hold more than one of {small}, "
                                "so block_k is not honoured")  # fmt: skip
 
-    return [Call(FN, (q, k, v, small), parts=((MEMORY, judge_small), (WARN, _warn_judge(what[0]))), probe=True),
-            Call(FN, (q, k, v, large), parts=((BLOCK, judge_large), (WARN, _warn_judge(what[1]))), probe=True)]  # fmt: skip
+    return [Call(FN, (q, k, v, small), parts=((MEMORY, judge_small), (WARN, _warn_judge(what[0]))), probe=True,
+                 memory_note=CAP_NOTE),
+            Call(FN, (q, k, v, large), parts=((BLOCK, judge_large), (WARN, _warn_judge(what[1]))), probe=True,
+                 memory_note=CAP_NOTE)]  # fmt: skip
 
 
 def visible_ex11():

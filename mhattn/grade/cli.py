@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from mhattn.argtypes import number_in
 from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, format_table, grade, to_json
 from mhattn.grade.sandbox import MISSING
-from mhattn.grade.spec import EXERCISES
+from mhattn.grade.spec import EXERCISES, find
 
 DESCRIPTION = "Grade the mhattn exercises: visible and hidden tests, points per exercise."
 FILES = f"{EXERCISES[0].marker}_*.py ... {EXERCISES[-1].marker}_*.py ({len(EXERCISES)} exercises)"
@@ -21,8 +22,12 @@ JSON report (--json), every key:
   seed        seed of the hidden tests' random inputs (--seed repeats them)
   sandbox     true when each file ran in the bubblewrap sandbox; false: one line (stderr) says what is missing
 
+Exit status: 0 when the files were graded (and, with --fail-under, the total reached it); 1 when the
+total is below --fail-under; 2 for a usage error (an unknown option or exercise, no such folder).
+
 Trust model: this process never imports your files. Each runs in a worker process that sends back
 only plain data (arrays, numbers); the comparison and the points happen here."""
+DEFAULT_PATH = "exercises"
 
 
 MIN_MEMORY_MB = 256  # below this Python and NumPy cannot start: every exercise would fail
@@ -42,11 +47,14 @@ non_negative_int = number_in(int, 0)  # seeds: NumPy's generators refuse negativ
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", nargs="?", default="exercises",
-                   help=f"folder with {FILES}, or one of those files (default: %(default)s, or this folder when run "
-                   "inside it)")  # fmt: skip
+    p.add_argument("path", nargs="?", default=None,
+                   help=f"folder with {FILES}, or one of those files (default: {DEFAULT_PATH}, or this folder when "
+                   "run inside it); before or after --only")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the report as JSON (keys below)")
     p.add_argument("--only", nargs="+", metavar="NAME", help="grade only these exercises (e.g. ex03 or ex03_attention_forward)")
+    p.add_argument("--fail-under", type=number_in(float, 0, 100), default=None, metavar="PERCENT",
+                   help="exit with status 1 when the total is below PERCENT %% of the points of the exercises graded "
+                   "(for scripts and CI; default: exit 0 whatever the total)")  # fmt: skip
     p.add_argument(
         "--timeout",
         type=positive(float),
@@ -68,9 +76,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-sandbox", action="store_true", help="do not use bubblewrap even where it works")  # fmt: skip
 
 
+def path_and_only(path, only) -> tuple[str, list | None]:
+    """``(folder, exercise names)`` from the command line: ``--only ex01 exercises`` (argparse gives the folder to
+    ``--only``, which takes every word after it) means the same as ``exercises --only ex01``.
+
+    Raises:
+        KeyError: a name that is no exercise (the message says which order works when it is a folder).
+    """
+    names = list(only or [])
+    others = [n for n in names if not _is_exercise(n)]
+    if path is None and len(others) == 1 and len(names) > 1 and (Path(others[0]).exists() or others[0] == DEFAULT_PATH):
+        names.remove(others[0])
+        return others[0], names
+    for name in others:
+        hint = f"; put a folder before --only: mhattn grade {name} --only ..." if Path(name).exists() else ""
+        raise KeyError(f"no exercise {name!r}; choose from {', '.join(e.name for e in EXERCISES)}{hint}")
+    return (DEFAULT_PATH if path is None else path), (names or None)
+
+
+def _is_exercise(name: str) -> bool:
+    try:
+        find(name)
+    except KeyError:
+        return False
+    return True
+
+
 def main(args) -> int:
     try:
-        report = grade(args.path, only=args.only, timeout=args.timeout, seed=args.seed, jobs=args.jobs,
+        path, only = path_and_only(args.path, args.only)
+        report = grade(path, only=only, timeout=args.timeout, seed=args.seed, jobs=args.jobs,
                        memory=args.memory, sandbox_mode=False if args.no_sandbox else None)  # fmt: skip
     except (FileNotFoundError, KeyError, RuntimeError) as err:
         print(f"mhattn grade: {err.args[0]}", file=sys.stderr)
@@ -81,6 +116,10 @@ def main(args) -> int:
             print(MISSING, file=sys.stderr)
     else:
         print(format_table(report))
+    if args.fail_under is not None and report["total"] < args.fail_under / 100 * report["max_total"]:
+        print(f"mhattn grade: {report['total']}/{report['max_total']} is below --fail-under {args.fail_under:g}%",
+              file=sys.stderr)  # fmt: skip
+        return 1
     return 0
 
 

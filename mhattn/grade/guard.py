@@ -91,3 +91,158 @@ def _tasks() -> int:
         except (OSError, KeyError, ValueError, IndexError):
             continue
     return total
+
+
+def cap_memory(allowance: int) -> bool:
+    """Lower the address-space limit, soft and hard, to what this process holds now plus ``allowance`` bytes.
+
+    Called before the learner's file is loaded (exercise 11): an answer that keeps a full ``(..., T, S)`` score array
+    then runs out of memory whatever allocator holds it (NumPy, ``mmap``, ``ctypes``), at import time too, and no code
+    of the learner can raise a hard limit again (it does not run as root). NumPy's BLAS gets its work buffers first,
+    so they count in "now". False where the size cannot be read (no ``/proc``) or the limit cannot be set.
+    """
+    import resource
+
+    import numpy as np
+
+    a = np.ones((256, 256))  # smaller products do not reach OpenBLAS's buffers
+    float((a @ a)[0, 0] + (a @ a[0])[0])  # BLAS allocates its buffers on its first call: before the measure
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            now = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        cap = now + int(allowance) if hard == resource.RLIM_INFINITY else min(hard, now + int(allowance))
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return False
+    return True
+
+
+class QuietWatch:
+    """Whether a probed call (exercise 11) silences floating-point warnings; ``found`` says how, ``""`` if not.
+
+    While the call runs, a profile function (``sys.setprofile``) sees every call it makes: numpy's error state set
+    (``np.errstate``, ``np.seterr``: both set numpy's context variable), the warning filters changed
+    (``warnings.catch_warnings``, ``filterwarnings``, ``simplefilter``, the filter list itself), the profile
+    function replaced, or a thread started (the watch would not follow it). Each counts only when the code asking for
+    it is not numpy's or mhattn's own (``np.isclose`` silences its own steps). After the call numpy's error state and
+    the warning filters must be as before. A submission that rewrites this process's code can hide from any such
+    watch; the grader also reads the file's text (:func:`mhattn.grade.scan.silencing`).
+    """
+
+    WARNINGS = ("filterwarnings", "simplefilter", "resetwarnings", "_add_filter", "__enter__")
+
+    def __init__(self):
+        import threading
+        import warnings
+
+        import numpy as np
+
+        self.found = ""
+        self.var = getattr(np._core.umath, "_extobj_contextvar", None)
+        self.warnings, self.np = warnings, np
+        self.own = tuple(str(Path(m.__file__).resolve().parent) + os.sep for m in (np, sys.modules.get("mhattn", np)))
+        self.fences = tuple(
+            f
+            for f in (
+                sys.setprofile,
+                sys.settrace,
+                getattr(threading, "_start_new_thread", None),
+                getattr(threading, "_start_joinable_thread", None),
+            )
+            if f is not None
+        )
+
+    def _state(self):
+        return (list(self.warnings.filters), self.warnings.showwarning, self.np.geterr(), self.np.geterrcall())
+
+    def __enter__(self):
+        self.before, self.outer = self._state(), sys.getprofile()  # outer: a profiler running the visible tests
+        sys.setprofile(self._event)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self.outer)
+        if not self.found and self._state() != self.before:
+            self.found = "numpy's error state or the warning filters changed during the call"
+        return False
+
+    def _event(self, frame, event, arg):
+        if self.found:
+            return
+        what = None
+        if event == "call" and frame.f_code.co_filename.endswith("warnings.py") and frame.f_code.co_name in self.WARNINGS:
+            what, frame = f"warnings.{frame.f_code.co_name}", frame.f_back
+        elif event == "c_call":
+            owner = getattr(arg, "__self__", None)
+            if owner is self.var and getattr(arg, "__name__", "") == "set":
+                what = "np.errstate or np.seterr"
+            elif owner is self.warnings.filters or any(arg is f for f in self.fences):
+                what = getattr(arg, "__qualname__", "a call that hides warnings from the grader")
+        if what and not self._ours(frame):
+            self.found = f"the call uses {what}"
+
+    def _ours(self, frame) -> bool:
+        """Whether the code that asked (first frame outside numpy's error state, warnings, threading) is numpy or mhattn."""
+        while frame is not None and frame.f_code.co_filename.endswith(("_ufunc_config.py", "warnings.py", "threading.py")):
+            frame = frame.f_back
+        if frame is None or frame.f_code.co_filename == QuietWatch.__exit__.__code__.co_filename:  # this watch itself
+            return True
+        return str(Path(frame.f_code.co_filename).resolve()).startswith(self.own)
+
+
+OUTPUT_LIMIT = 1 << 20  # bytes of a learner's printed output kept per stream; the file-size limit bounds the reply
+TAIL = 4096  # the grader reads the last TAIL bytes of stderr (mhattn.grade.launch)
+
+
+class CappedStream:
+    """The worker's ``sys.stdout`` / ``sys.stderr``: printed output past :data:`OUTPUT_LIMIT` is cut, not an error.
+
+    Without it a print past the worker's file-size limit raises (``EFBIG``) and fails the call. Past the limit the
+    file is emptied and starts again with a line saying so and the end of the write, so the last lines stay (a
+    traceback the grader reads). Output written straight to the file descriptor (``os.write(1, ...)``) is not cut.
+    """
+
+    def __init__(self, fd: int, limit: int = OUTPUT_LIMIT):
+        self.fd, self.limit, self.size = fd, limit, 0
+        self.encoding, self.errors = "utf-8", "backslashreplace"
+
+    def write(self, text) -> int:
+        if isinstance(text, str) and self.size + len(text) > self.limit:  # past the limit: only the end is encoded
+            text_end = text[-TAIL:]
+        else:
+            text_end = text
+        data = text_end if isinstance(text_end, (bytes, bytearray)) else str(text_end).encode(self.encoding, self.errors)
+        if self.size + len(data) > self.limit or text_end is not text:
+            data = b"[earlier printed output dropped: it is cut at %d MiB]\n" % (self.limit >> 20) + bytes(data[-TAIL:])
+            try:
+                os.ftruncate(self.fd, 0)
+                os.lseek(self.fd, 0, os.SEEK_SET)
+                self.size = 0
+            except OSError:  # not a file (a pipe, a terminal): the rest is dropped
+                self.size = self.limit
+                return len(text)
+        for start in range(0, len(data), 1 << 16):
+            os.write(self.fd, data[start : start + (1 << 16)])
+        self.size += len(data)
+        return len(text)
+
+    buffer = property(lambda self: self)  # sys.stdout.buffer.write(b"...") lands here too
+
+    def flush(self):
+        pass
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+
+def cap_output() -> None:
+    """Route ``print``, ``sys.stdout`` and ``sys.stderr`` (and ``__stdout__``, ``__stderr__``) through :class:`CappedStream`."""
+    sys.stdout = sys.__stdout__ = CappedStream(1)
+    sys.stderr = sys.__stderr__ = CappedStream(2)

@@ -21,6 +21,9 @@ class GradeFailure(Exception):
     """A check failed; the message is the one-line reason shown to the learner."""
 
 
+QUALIFIED = "scores only together with the right values"  # a qualifier's reason starts so (verdict.qualify)
+
+
 @dataclass(frozen=True)
 class Call:
     """One call of the learner's ``fn(*args)``: ``judge(result)`` raises GradeFailure when it is wrong.
@@ -30,6 +33,7 @@ class Call:
     result has parts scored apart (e.g. each gradient of a backward) gives ``parts``: ``((check, judge), ...)``
     in place of ``judge`` and ``check``. With ``probe`` the worker measures the call (its peak memory and first
     warning, :func:`mhattn.grade.worker._probed`) and each judge gets ``(value, {"peak", "warning"})``.
+    ``memory_note`` replaces the usual advice (``--memory``) when the call runs out of memory (exercise 11's cap).
     """
 
     fn: str
@@ -40,6 +44,7 @@ class Call:
     check: str = ""
     parts: tuple = ()
     probe: bool = False
+    memory_note: str = ""
 
     def judged(self) -> tuple:
         """``((check, judge), ...)``: what this call's result is scored on (judge None: it must raise)."""

@@ -15,6 +15,7 @@ import math
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -94,16 +95,22 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
     stubs = stubs_for(ex.hidden_modules, ex.name)
     make_cmd, seen_as = session.command(ex, path, stubs)
     request = {"file": seen_as, "source": source, "functions": list(ex.functions), "stubs": stubs,
-               "allowed": list(imports.allowed_modules()), "guard": guard.SOURCE,
+               "allowed": list(imports.allowed_modules()), "guard": guard.SOURCE, "cap": _cap(ex),
                "calls": [{"fn": c.fn, "args": list(c.args), "probe": c.probe} for c in calls]}  # fmt: skip
     before = None if session.sandbox else files_state()
     outcome = launch.run(make_cmd, frame(request), limits, session.env(), str(session.tmp / "cwd"))
     checks = verdict.score(ex.checks, calls, n_visible, outcome, limits, path.name)
+    checks = verdict.qualify(checks, dict(ex.qualifiers), {c: why for c, rule in ex.source_rules if (why := rule(source))})
     changed = [] if before is None else sorted(set(before.items()) ^ set(files_state().items()))
     if changed:  # only without a sandbox can a submission write there; later runs would use the files
         why = f"changed {changed[0][0]} while it was graded: reinstall mhattn before grading again"
         checks = verdict.all_failed(ex.checks, why)
     return verdict.row(ex.name, checks)
+
+
+def _cap(ex: Exercise) -> int:
+    """The exercise's memory cap (:func:`mhattn.grade.guard.cap_memory`) where the worker can set one: Linux."""
+    return ex.memory_cap if sys.platform.startswith("linux") else 0
 
 
 def frame(tree) -> bytes:

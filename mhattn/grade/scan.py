@@ -157,3 +157,37 @@ def _root(node):
     while isinstance(node, ast.Attribute):
         node = node.value
     return node.id if isinstance(node, ast.Name) else None
+
+
+# what silences a floating-point warning or hides it from the grader (numpy's error state, the warning filters)
+SILENCERS = ("errstate", "seterr", "seterrcall", "_extobj_contextvar", "catch_warnings", "filterwarnings",
+             "simplefilter", "resetwarnings", "showwarning", "setprofile", "settrace")  # fmt: skip
+
+
+def silencing(source: str) -> str | None:
+    """Why the file silences floating-point warnings (exercise 11's "no warning" check), or None.
+
+    Read from the text, so nothing the submission does at run time hides it: the ``warnings`` module imported,
+    or one of :data:`SILENCERS` named (an attribute, a name, an imported name, or a string that is just that name,
+    as in ``getattr(np, "errstate")``; a docstring that mentions one is fine).
+    The worker also watches the calls themselves (:class:`mhattn.grade.guard.QuietWatch`).
+    """
+    try:
+        nodes = list(ast.walk(ast.parse(source)))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # the file does not load at all: every check fails anyway
+    for node in nodes:
+        names = []
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = [node.value.strip()]  # a name spelled as a string, e.g. getattr(np, "errstate")
+        hit = next((n for n in names if n in SILENCERS or n.split(".")[0] == "warnings"), None)
+        if hit:
+            return (f"line {node.lineno}: the file uses {hit}: silencing a floating-point warning does not avoid it "
+                    "(avoid -inf - (-inf), 0/0 and log(0) instead)")  # fmt: skip
+    return None

@@ -18,7 +18,8 @@ Adding an exercise ``exNN_<topic>`` (the docs spell out no count of exercises, s
 3. add one ``Exercise(...)`` line to :data:`EXERCISES` below: its named checks with their points (each
    call of step 2 says, by ``check=`` or ``parts=``, which check it counts for; a check scores its points
    when every call of it passes), and ``banned`` naming the mhattn functions that compute this step
-   (their modules are hidden while it is graded);
+   (their modules are hidden while it is graded); a check that qualifies a result (no warning, memory)
+   goes in ``qualifiers`` with the value checks it needs, so it never scores without right values;
 4. add the ``exNN`` pytest marker in ``pyproject.toml`` and a row to README.md's exercise table;
    ``tests/test_grade.py`` then checks the table against this list, and that
    ``solutions/`` scores full marks and the stub 0.
@@ -33,6 +34,7 @@ from mhattn.grade import checks_heads as H
 from mhattn.grade import checks_mha as M
 from mhattn.grade import checks_steps as S
 from mhattn.grade import checks_tiled as TL
+from mhattn.grade.scan import silencing
 
 F = "mhattn.functional."
 MHA_CLASS = "mhattn.nn.attention:MultiHeadAttention"
@@ -47,6 +49,9 @@ class Exercise:
     banned: tuple[str, ...]  # mhattn references for this very step
     visible: Callable  # () -> list[Call], fixed small inputs
     hidden: Callable  # (numpy Generator) -> list[Call], fresh random inputs
+    qualifiers: tuple = ()  # ((check, (value checks it qualifies, ...)), ...): it scores only beside them
+    source_rules: tuple = ()  # ((check, scan), ...): scan(source) -> reason the check fails, or None
+    memory_cap: int = 0  # bytes: the worker's address space after loading the file, beyond what it held before
 
     @property
     def points(self) -> int:
@@ -104,7 +109,8 @@ EXERCISES = (
              (F + "attention_tiled:tiled_attention_forward", F + "attention_tiled:tiled_attention_backward",
               F + "attention:scaled_dot_product_attention_forward", F + "mha:multi_head_attention_forward", MHA_CLASS,
               F + "softmax:softmax_forward", F + "losses:cross_entropy_forward", "mhattn.course.sweep:cross_entropy",
-              "mhattn.course.lessons:naive_softmax"), TL.visible_ex11, TL.hidden_ex11),
+              "mhattn.course.lessons:naive_softmax"), TL.visible_ex11, TL.hidden_ex11, TL.QUALIFIERS,
+             ((TL.WARN, silencing),), TL.MEMORY_CAP),
 )  # fmt: skip
 
 BY_NAME = {ex.name: ex for ex in EXERCISES}

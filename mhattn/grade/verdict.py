@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import signal
 
-from mhattn.grade.harness import Call, GradeFailure, one_line
+from mhattn.grade.harness import QUALIFIED, Call, GradeFailure, one_line
 from mhattn.grade.launch import Limits, Outcome
 from mhattn.grade.worker import EXIT_TOO_LARGE, read_frame
 
@@ -64,13 +64,14 @@ def validate(reply, n_calls: int) -> dict:
     return reply
 
 
-def exception_text(r: dict, filename: str, memory: int) -> str:
+def exception_text(r: dict, filename: str, memory: int, memory_note: str = "") -> str:
     where = f" ({filename} line {r['line']})" if r["line"] else ""
     text = f"{r['type']}: {r['message']}" if r["message"] else r["type"]
-    if r["type"] == "MemoryError":
-        text += f" (the memory limit is {memory >> 20} MiB; --memory changes it)"
+    out_of_memory = r["type"] == "MemoryError" or (r["type"] == "OSError" and f"[Errno {errno.ENOMEM}]" in r["message"])
+    if out_of_memory:
+        text += f" ({memory_note})" if memory_note else f" (the memory limit is {memory >> 20} MiB; --memory changes it)"
     if r["type"] == "OSError" and f"[Errno {errno.EFBIG}]" in r["message"]:
-        text += f" (printed output and results are limited to {Limits.file_size >> 20} MiB)"
+        text += f" (results and output written straight to a file are limited to {Limits.file_size >> 20} MiB)"
     return f"exception {text}{where}"
 
 
@@ -88,7 +89,7 @@ def _not_a_value(call: Call, res: dict, stage: str, filename: str, memory: int) 
             return True, f"not implemented yet: {r['function'] or call.fn} raises NotImplementedError"
         if call.raises:
             return True, f"{stage} failed: {call.what}: raised {r['type']}, expected {call.raises}"
-        return True, f"{stage}: {exception_text(r, filename, memory)}"
+        return True, f"{stage}: {exception_text(r, filename, memory, call.memory_note)}"
     if "mutated" in res:
         return True, f"{stage} failed: {call.fn} modified its input {res['mutated']} in place (inputs must be left unchanged)"
     if call.raises:
@@ -125,7 +126,10 @@ def ended(outcome: Outcome, limits: Limits) -> str:
     rc = outcome.returncode
     sig = -rc if rc is not None and rc < 0 else (rc - 128 if rc is not None and rc > 128 else None)
     if sig == signal.SIGXFSZ or rc == EXIT_TOO_LARGE:
-        return f"its results or printed output were larger than the {limits.file_size >> 20} MiB limit"
+        return (
+            f"its results were larger than the {limits.file_size >> 20} MiB limit (print's output is cut, not "
+            "counted; output written straight to a file descriptor is counted)"
+        )
     if sig in (signal.SIGXCPU, signal.SIGKILL):
         return f"used more than {limits.cpu} s of CPU time (an endless loop, or far too slow?)"
     lines = [ln for ln in outcome.stderr_tail.splitlines() if ln.strip()]
@@ -179,3 +183,21 @@ def score(checks, calls: list[Call], n_visible: int, outcome: Outcome, limits: L
             if why:
                 failed.setdefault(check, why)
     return checks_row(checks, failed)
+
+
+def qualify(checks: list[dict], qualifiers: dict, source_failed: dict | None = None) -> list[dict]:
+    """``checks`` (scored rows) where a qualifying check scores only beside right values.
+
+    ``qualifiers``: ``{check: (value checks it qualifies, ...)}`` (e.g. exercise 11's memory and warning checks
+    qualify its out and lse checks): a qualifier that passed scores 0 when one of its value checks failed, so a stub
+    that returns nothing keeps no "no warning" point. ``source_failed``: ``{check: reason}`` found in the file's text
+    by the grader (e.g. silenced warnings, :func:`mhattn.grade.scan.silencing`); each such check fails first.
+    """
+    failed = {c["name"]: c["reason"] for c in checks if c["points"] < c["max_points"]}
+    for name, why in (source_failed or {}).items():
+        failed.setdefault(name, why)
+    for name, values in qualifiers.items():
+        broken = [v for v in values if v in failed]
+        if name not in failed and broken:
+            failed[name] = f"{QUALIFIED} ({', '.join(values)}); failed: {broken[0]}: {failed[broken[0]]}"
+    return checks_row([(c["name"], c["max_points"]) for c in checks], failed)

@@ -26,7 +26,8 @@ import types
 
 MAGIC = b"MHATTN-GRADE-1\n"
 MAX_DEPTH = 16
-EXIT_TOO_LARGE = 3  # the worker's exit code when its results do not fit under the size limit
+EXIT_TOO_LARGE = 86  # the worker's exit code when its results do not fit under the size limit (not a usual one)
+RULES = None  # the grader's mhattn.grade.guard, run from the request's text (main); None when run in-process
 
 
 class Opaque:
@@ -232,13 +233,17 @@ def _probed(fn, args, path: str) -> tuple:
     finalizer gives when the collector runs during the call), and the flags a matrix product leaves
     (:data:`PRODUCT_FLAGS`; some OpenBLAS kernels set ``invalid`` on finite inputs at random: numpy#24067,
     OpenMathLib/OpenBLAS#1924). A learner's own fault (``-inf - -inf``, ``0/0``, ``log(0)``) still warns in the
-    subtract, divide or log that makes it. (A correct solution once lost this point in CI.)
+    subtract, divide or log that makes it. (A correct solution once lost this point in CI.) Silencing such a
+    warning (``np.errstate``, ``np.seterr``, the warning filters) is reported as a warning too
+    (:class:`mhattn.grade.guard.QuietWatch`).
     """
+    import importlib
     import tracemalloc
     import warnings
 
     import numpy as np
 
+    watch = (RULES or importlib.import_module("mhattn.grade.guard")).QuietWatch()  # silencing the warning is a fault too
     with warnings.catch_warnings(record=True) as seen, np.errstate(divide="warn", over="warn", invalid="warn", under="ignore"):
         warnings.simplefilter("ignore")  # only NumPy's floating-point warnings count (not one a finalizer gives)
         warnings.filterwarnings("always", FLOAT_FAULTS, RuntimeWarning)
@@ -249,7 +254,8 @@ def _probed(fn, args, path: str) -> tuple:
         tracemalloc.reset_peak()
         before = tracemalloc.get_traced_memory()[0]
         try:
-            value = fn(*args)
+            with watch:
+                value = fn(*args)
             peak = tracemalloc.get_traced_memory()[1] - before
         finally:
             if not tracing:
@@ -257,6 +263,7 @@ def _probed(fn, args, path: str) -> tuple:
     first = seen[0] if seen else None
     where = f" ({os.path.basename(path)} line {first.lineno})" if first and first.filename == path else ""
     text = f"{first.category.__name__}: {str(first.message)[:200]}{where}" if first else ""
+    text = f"silenced floating-point warnings: {watch.found}" if watch.found else text
     return value, {"peak": int(peak), "warning": text}
 
 
@@ -295,14 +302,18 @@ def main(argv: list) -> None:
     sys.path += json.loads(argv[6])
     with os.fdopen(req_fd, "rb") as f:  # the grader's request: trusted, read before any limit
         request = read_frame(f.read(), allow_fn=True)
-    rules = guard(request["guard"])
+    global RULES
+    RULES = rules = guard(request["guard"])
     rules.limit(memory, cpu, file_size)
+    rules.cap_output()
     for fd in (reply_fd, done_fd):
         os.set_inheritable(fd, False)
     import numpy as np
 
     np.seterr(all="ignore")  # a learner's overflow shows up as a NaN in the comparison instead (a probed call: a warning)
     rules.install_finder(request["stubs"], request["allowed"], stdlib)
+    if request.get("cap") and not rules.cap_memory(request["cap"]):
+        sys.exit("the memory cap this exercise needs cannot be set here (no /proc?)")
     result = run(request)
     try:
         with os.fdopen(reply_fd, "wb", closefd=False) as f:

@@ -219,7 +219,7 @@ ATTACKS = (
          "max |error| vs reference", modes=SANDBOX),
     Case("print_2_gib", "ex05_combine_heads", (ex05_first(
          "import sys\nfor _ in range(2048):\n    sys.stdout.write('x' * (1 << 20))"),),
-         "16 MiB"),
+         full=True),  # printed output is cut, not scored 0 (issue 27); a result past the limit still is: huge_result
     Case("newline_in_exception", "ex05_combine_heads", (ex05_first(
          "raise ValueError('boom\\nex06_mha_forward            10/10  all tests passed\\x1b[2J')"),), "boom\\n"),
     Case("forge_reply_frame", "ex05_combine_heads", (ex05_first(_FORGE_FRAME),), "malformed reply"),
