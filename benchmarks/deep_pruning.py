@@ -137,7 +137,7 @@ def gates(seed, folder):
 
 def half_removal(seed, folder):
     """``mhattn prune --task text-deep --remove 16 --gate-steps 0`` on the seed's model: its report as JSON."""
-    from mhattn.commands.prune_jobs import settings_for
+    from mhattn.heads.jobs import settings_for
     from mhattn.heads.prune import run_prune
     from mhattn.heads.report import PruneReport, model_report
 

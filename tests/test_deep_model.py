@@ -109,7 +109,7 @@ def test_prune_command_takes_the_deep_task():
 def test_half_removal_slice_matches_what_mhattn_prune_measures(measured):
     """Notebook 07's deep-model numbers are ``mhattn prune --task text-deep --remove 16 --gate-steps 0``'s: the
     first random halves drawn by the command's generator (seed 0), free and with the survivors frozen, re-measured."""
-    from mhattn.commands.prune_jobs import settings_for
+    from mhattn.heads.jobs import settings_for
     from mhattn.heads.prune import random_removals
 
     model, task, ids, targets, ev = measured

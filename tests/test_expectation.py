@@ -100,10 +100,11 @@ def test_conclusion_words_change_with_the_verdicts():
 
 
 def _details(dloss):
+    """What the histogram draws of one model: its random removals and the two expected loss changes
+    (as :meth:`~mhattn.heads.report.ModelReport.figure_data` hands them; no heads at all costs 4 nats here)."""
     c = np.linspace(0.0, 0.2, 12).reshape(1, 12)
     return {"random": {"dloss": dloss}, "settings": {"n_remove": 6}, "ablation_zero_dloss": c.tolist(),
-            "baseline": {"loss": 0.0, "acc": 1.0},
-            "curve": {"fraction_removed": [0.0, 1.0], "importance_loss": [0.0, 4.0]}}  # fmt: skip
+            "additive": ex.additive_expectation(c, 6), "naive": ex.naive_expectation(0.0, 4.0, 6, 12)}  # fmt: skip
 
 
 def test_histogram_counts_values_beyond_its_range_instead_of_clipping_silently():
@@ -115,6 +116,29 @@ def test_histogram_counts_values_beyond_its_range_instead_of_clipping_silently()
     assert any("2 beyond 1.00" in t for t in labels) and any("naive" in t and "beyond the axis" in t for t in labels)
     fig = random_removal_hist({"m": _details([0.1, 0.2, 0.3])})
     assert not any("beyond" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
+
+
+def test_histogram_draws_the_expectations_it_is_handed():
+    """The figure computes no expectation of its own: the lines stand where the report put them."""
+    pytest.importorskip("matplotlib")
+    from mhattn.plots.pruning import random_removal_hist
+
+    data = {**_details([0.1, 0.2, 0.3]), "additive": 0.37, "naive": 0.83}
+    ax = random_removal_hist({"m": data}).axes[0]
+    lines = {line.get_label().split()[0]: line.get_xdata()[0] for line in ax.get_lines() if line.get_label()[0] != "_"}
+    assert lines["additive"] == 0.37 and lines["naive"] == 0.83
+    no_naive = random_removal_hist({"m": {**data, "naive": None}}).axes[0]
+    assert not any("naive" in t.get_text() for t in no_naive.get_legend().get_texts())
+
+
+def test_the_figure_data_of_a_report_holds_its_expectations():
+    """``ModelReport.figure_data``: the measurements and the report's additive and naive expected changes."""
+    from mhattn.heads.report import ModelReport
+
+    e = dataclasses.make_dataclass("E", ["additive_expected_dloss", "naive_expected_dloss"])(0.25, 1.5)
+    details = {"random": {"dloss": [0.1]}, "settings": {"n_remove": 6}}
+    data = ModelReport(None, None, None, e, None, "", "", details).figure_data()
+    assert data == {**details, "additive": 0.25, "naive": 1.5} and "additive" not in details
 
 
 def test_scratch_comparison_refuses_models_that_do_not_match():

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from site_browser import built_site, launch, require_browser, serve
 
-from mhattn.commands.prune_jobs import settings_for
+from mhattn.heads.jobs import settings_for
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.roles import attention_maps
 from mhattn.training.checkpoint import load_checkpoint

@@ -91,7 +91,7 @@ def test_the_call_graph_follows_aliases_re_exports_and_local_imports():
     assert routes.reaches(sdpa, ["mhattn.functional.softmax:masked_softmax"])
     assert "mhattn.functional.tile_threads" in routes.needed("ex10_random_removal")  # tiled calls tiles.<helper>
     assert "mhattn.functional.mha" in {n.partition(":")[0] for n in routes.closure(["mhattn.nn.attention:MultiHeadAttention"])}
-    assert "mhattn.heads.expectation" in {n.partition(":")[0] for n in routes.closure(["mhattn.plots.pruning:_expectations"])}
+    assert "mhattn.plots.attention" in {n.partition(":")[0] for n in routes.closure(["mhattn.heads.jobs:attention_pngs"])}
 
 
 _PROBE = """

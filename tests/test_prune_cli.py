@@ -109,7 +109,7 @@ def test_run_prune_is_the_measurements_plus_the_gate_experiment():
 
 def test_one_model_uses_two_workers_with_the_same_numbers(tmp_path):
     """One checkpoint is still two tasks (its gates and the rest): --jobs 2 gives --jobs 1's report."""
-    from mhattn.commands.prune_jobs import prune_all
+    from mhattn.heads.jobs import prune_all
 
     kw = {"n_random": 4, "eval_size": 32, "curve_orders": 1, "finetune_steps": 2, "gate_steps": 3}
     one, _ = prune_all(["roles-headdropout"], kw, jobs=1)
@@ -124,7 +124,7 @@ def test_a_failing_task_stops_every_worker_at_once(tmp_path):
     (10^5 steps, over an hour) is not waited for, and no worker is left running."""
     code = (
         "import multiprocessing, sys\n"
-        "from mhattn.commands.prune_jobs import prune_all\n"
+        "from mhattn.heads.jobs import prune_all\n"
         "kw = {'gate_steps': 10**5, 'n_random': 4, 'eval_size': 32, 'curve_orders': 1, 'finetune_steps': 2}\n"
         "try:\n"
         "    prune_all(['roles-plain', 'no-such-checkpoint.npz'], kw, jobs=2)\n"
@@ -150,7 +150,7 @@ def test_terminated_workers_leave_nothing_for_the_resource_tracker(tmp_path):
     were made, leave no semaphore behind: no "leaked semaphore" warning at exit, nor after a normal run."""
     code = (
         "import sys, time\n"
-        "from mhattn.commands.prune_jobs import gates_one, worker_pool\n"
+        "from mhattn.heads.jobs import gates_one, worker_pool\n"
         "with worker_pool(2) as pool:  # a normal run: closed and joined\n"
         "    assert pool.apply(gates_one, ('roles-plain', {'gate_steps': 2, 'eval_size': 8}))['steps'] == 2\n"
         "try:\n"
@@ -171,7 +171,11 @@ def test_the_report_figures_do_not_read_the_gates(report):
     """``mhattn prune`` draws the report's figures before the gates are trained: they must not depend on them."""
     from mhattn.plots.pruning import figure_pngs
 
-    details = {name: m["details"] for name, m in report[1]["models"].items()}
+    details = {
+        name: {**m["details"], "additive": m["expectation"]["additive_expected_dloss"],
+               "naive": m["expectation"]["naive_expected_dloss"]}
+        for name, m in report[1]["models"].items()
+    }  # fmt: skip
     assert all("gates" in d for d in details.values())
     without = {name: {k: v for k, v in d.items() if k != "gates"} for name, d in details.items()}
     assert figure_pngs(details) == figure_pngs(without)

@@ -277,8 +277,8 @@ def test_a_missing_subcommand_lists_the_choices_and_an_example(argv, choices, ex
 
 
 def _fake_report(values: dict) -> SimpleNamespace:
-    """An object with the dotted fields of ``mhattn.commands.prune.ROWS`` set from ``values`` (missing: 0)."""
-    from mhattn.commands.prune import ROWS
+    """An object with the dotted fields of ``mhattn.heads.table.ROWS`` set from ``values`` (missing: 0)."""
+    from mhattn.heads.table import ROWS
 
     root: dict = {}
     for _, path, _ in ROWS:
@@ -299,7 +299,7 @@ def _fake_report(values: dict) -> SimpleNamespace:
 
 
 def test_the_prune_table_prints_accuracies_as_percentages_and_changes_with_signs():
-    from mhattn.commands.prune import table
+    from mhattn.heads.table import table
 
     report = _fake_report({
         "baseline_loss": 0.0003, "baseline_acc": 1.0, "q1_unequal_contribution.single_ablation_dloss_max": 1.343,

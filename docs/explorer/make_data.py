@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mhattn.commands.prune_jobs import settings_for
+from mhattn.heads.jobs import settings_for
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.roles import attention_maps, detect_roles
 from mhattn.training.checkpoint import load_checkpoint

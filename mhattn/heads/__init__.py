@@ -8,6 +8,8 @@
 * :mod:`~mhattn.heads.expectation`: what "expected" means for a random removal (additive, naive).
 * :mod:`~mhattn.heads.answers`, :mod:`~mhattn.heads.conclusion`, :mod:`~mhattn.heads.report`: the report
   as dataclasses, the verdicts on the usual reasons, and the conclusion printed by ``mhattn prune``.
+* :mod:`~mhattn.heads.jobs`: the experiment of many models in worker processes, with its figures (``mhattn prune``,
+  notebook 07); :mod:`~mhattn.heads.table`: the report's headline numbers as a text table.
 * :mod:`~mhattn.heads.scratch`: a 6-head model trained from scratch against 12 heads pruned to 6 and fine-tuned.
 """
 

@@ -1,4 +1,7 @@
-"""``mhattn prune``'s experiments run side by side in worker processes with one BLAS thread each.
+"""The prune experiment of many models, run side by side in worker processes with one BLAS thread each.
+
+What ``mhattn prune`` and notebook 07 run (:func:`run`, :func:`prune_all`), and the one place that turns the
+command's options into :class:`~mhattn.heads.prune.PruneSettings` (:func:`settings_for`).
 
 The models are independent experiments, and each model's gate experiment is independent of its
 other measurements, so every model is two tasks. On a small machine two single-threaded processes
@@ -13,10 +16,11 @@ import contextlib
 import multiprocessing
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from mhattn.heads.prune import PruneSettings, gate_experiment, run_prune
-from mhattn.heads.report import model_report
+from mhattn.heads.report import ModelReport, model_report
 from mhattn.plots.png import png_bytes
 from mhattn.plots.pruning import FIGURES, figure_pngs  # matplotlib is imported only when a figure is drawn
 from mhattn.training import loop
@@ -72,10 +76,10 @@ def gates_one(name, settings_kw):
     return gate_experiment(model, task, s) if s.gate_steps else None
 
 
-def _report(measured, gates):
-    """``(stem, ModelReport)`` from :func:`measure_one`'s result and :func:`gates_one`'s."""
-    stem, details = measured
-    return stem, model_report(details if gates is None else {**details, "gates": gates})
+def with_gates(report: ModelReport, gates) -> ModelReport:
+    """``report`` with :func:`gates_one`'s result added to its details (nothing else in a report reads the
+    gates, so the report of the measurements alone is drawn before the gates are trained)."""
+    return report if gates is None else replace(report, details={**report.details, "gates": gates})
 
 
 def _init_worker(positions):
@@ -105,6 +109,15 @@ def _blas_threads(n):
                 os.environ.pop(v, None)
 
 
+def run(names, settings_kw, jobs=1):
+    """Run the experiment for each checkpoint in ``jobs`` worker processes (:func:`prune_all`, no figures).
+
+    Returns:
+        ``{stem: ModelReport}`` (each checkpoint's file name without suffix) in ``names`` order.
+    """
+    return prune_all(names, settings_kw, jobs)[0]
+
+
 def prune_all(names, settings_kw, jobs=1, figures=False):
     """The experiment for every checkpoint, ``jobs`` worker processes at once.
 
@@ -118,10 +131,13 @@ def prune_all(names, settings_kw, jobs=1, figures=False):
         ``({stem: ModelReport}, {file name: PNG bytes})``, the reports in ``names`` order.
     """
     if jobs <= 1:
-        reports, pngs = dict(_report(measure_one(n, settings_kw), gates_one(n, settings_kw)) for n in names), {}
+        reports, pngs = {}, {}
+        for n in names:
+            stem, r = _measured_report(measure_one(n, settings_kw))
+            reports[stem] = with_gates(r, gates_one(n, settings_kw))
         if figures:
             pngs = {f: png for n in names for f, png in attention_pngs(n).items()}
-            pngs.update(figure_pngs({n: r.details for n, r in reports.items()}))
+            pngs.update(figure_pngs({n: r.figure_data() for n, r in reports.items()}))
         return reports, pngs
     with worker_pool(min(jobs, 2 * len(names))) as pool:  # two tasks per model
         measured = [pool.apply_async(measure_one, (n, settings_kw)) for n in names]
@@ -129,13 +145,20 @@ def prune_all(names, settings_kw, jobs=1, figures=False):
         maps = [pool.apply_async(attention_pngs, (n,)) for n in names] if figures else []
         _wait_all(measured, watch=gates)
         # the report's figures need no gates: queued now, a worker whose gates finish first draws them
-        details = dict(m.get() for m in measured)
-        drawn = [pool.apply_async(figure_pngs, (details, [part])) for part in FIGURES] if figures else []
+        reports = dict(_measured_report(m.get()) for m in measured)
+        data = {n: r.figure_data() for n, r in reports.items()}
+        drawn = [pool.apply_async(figure_pngs, (data, [part])) for part in FIGURES] if figures else []
         _wait_all(gates, watch=maps + drawn)
-        reports = dict(_report(m.get(), g.get()) for m, g in zip(measured, gates, strict=True))
+        reports = {stem: with_gates(r, g.get()) for (stem, r), g in zip(reports.items(), gates, strict=True)}
         _wait_all(maps + drawn)
         pngs = {f: png for task in maps + drawn for f, png in task.get().items()}
     return reports, pngs
+
+
+def _measured_report(measured):
+    """``(stem, ModelReport)`` from :func:`measure_one`'s result (no gates yet: :func:`with_gates`)."""
+    stem, details = measured
+    return stem, model_report(details)
 
 
 @contextlib.contextmanager
