@@ -77,7 +77,7 @@ print(QUESTION)
 # any layers). Its measurements take minutes per training seed, so `benchmarks/deep_pruning.py --halves` (in a clone
 # of the repository) made them once for each of its three training seeds, by running exactly what `mhattn prune
 # --task text-deep --remove 16 --gate-steps 0` runs, and stored them in `mhattn/data/text-deep-pruning.json`;
-# `tests/test_deep_model.py` re-computes a slice of seed 0's. The report is rebuilt here from those measurements by
+# `tests/lib/test_deep_model.py` re-computes a slice of seed 0's. The report is rebuilt here from those measurements by
 # the same code the command uses.
 
 # %%

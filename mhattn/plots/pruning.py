@@ -112,7 +112,7 @@ def similarity_heatmaps(reports, key="output"):
 
 
 # the report's figures: file name -> function of ``{model: details}``; ``mhattn prune`` draws them before the
-# gate experiments finish, so none may read ``details["gates"]`` (tests/test_prune_cli.py checks)
+# gate experiments finish, so none may read ``details["gates"]`` (tests/course/test_prune_cli.py checks)
 FIGURES = {"importance.png": importance_bars, "random_removal_hist.png": random_removal_hist,
            "pruning_curves.png": pruning_curves, "similarity.png": similarity_heatmaps}  # fmt: skip
 
