@@ -95,6 +95,7 @@ def graded(tmp_path_factory):
 
 
 @pytest.mark.grader
+@pytest.mark.slow  # over 10 s on 2 loaded cores
 def test_every_student_gets_the_expected_total(graded):
     _, want, done = graded
     got = {sid: r["total"] for sid, r in done["students"].items()}
@@ -149,6 +150,7 @@ def test_a_second_run_grades_only_what_changed(graded):
 
 
 @pytest.mark.grader
+@pytest.mark.slow  # over 10 s on 2 loaded cores
 def test_one_grade_does_not_depend_on_jobs_or_the_class_and_can_be_repeated(graded, tmp_path):
     tmp, _, done = graded
     for sid in ("partly", "wrong_online_lse_is_max"):

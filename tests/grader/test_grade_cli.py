@@ -88,6 +88,7 @@ def test_grade_inside_the_exercises_folder_and_on_one_file(tmp_path, monkeypatch
     assert "or one exercise file such as exercises/ex01_split_heads.py" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # over 10 s on 2 loaded cores
 def test_a_failing_visible_test_prints_its_one_line(tmp_path):
     """pytest on exercises/test_visible.py shows the reason, not a traceback through the grader."""
     folder = write_copy(ROOT, "exercises", tmp_path / "exercises")
