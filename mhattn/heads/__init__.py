@@ -4,6 +4,7 @@
 * :mod:`~mhattn.heads.importance`: Michel's importance, single-head ablation, rank correlation.
 * :mod:`~mhattn.heads.gates`: hard-concrete gates with an L0 penalty (Voita et al. 2019, §6).
 * :mod:`~mhattn.heads.mask_eval`: one evaluation set under many head masks, the work before the mask done once.
+* :mod:`~mhattn.heads.redundancy`: how alike heads' attention patterns and outputs are.
 * :mod:`~mhattn.heads.prune`: the "remove 6 of 12 heads" experiment behind ``mhattn prune``.
 * :mod:`~mhattn.heads.expectation`: what "expected" means for a random removal (additive, naive).
 * :mod:`~mhattn.heads.answers`, :mod:`~mhattn.heads.conclusion`, :mod:`~mhattn.heads.report`: the report

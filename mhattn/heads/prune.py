@@ -145,6 +145,27 @@ def gate_experiment(model, task, s: PruneSettings):
     return {"lambda": s.l0_lambda, "steps": s.gate_steps, "values": g["gates"].tolist(), "open": g["open"]}
 
 
+def removed_together(model, data, importance, single_dloss, n_remove, evaluator=None):
+    """Four chosen subsets of ``n_remove`` heads, each removed at once: the least and the most important
+    (``importance``, normalised Michel scores), the lowest single-ablation costs (``single_dloss``) and
+    :func:`michel_iterative`'s order.
+
+    Returns:
+        ``{"least_important" | "most_important" | "lowest_single_ablation" | "michel_iterative":
+        {"removed": flat head indices, "loss", "acc"}}``, in that order.
+    """
+    L, h = model.cfg.num_layers, model.cfg.num_heads
+    ev = evaluator or HeadMaskEvaluator(model, *data)
+    order = np.argsort(np.ravel(importance), kind="stable")
+    chosen = {
+        "least_important": order[:n_remove].tolist(),
+        "most_important": order[::-1][:n_remove].tolist(),
+        "lowest_single_ablation": np.argsort(np.ravel(single_dloss), kind="stable")[:n_remove].tolist(),
+        "michel_iterative": michel_iterative(model, data, n_remove, evaluator=ev),
+    }
+    return {name: {"removed": removed, **ev.evaluate(_mask(L, h, removed))} for name, removed in chosen.items()}
+
+
 def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True):
     """Every measurement of the pruning report for one model (see :mod:`mhattn.heads.answers`).
 
@@ -163,11 +184,7 @@ def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True)
     mean_dl, _ = ablation_deltas(model, *data, mode="mean", evaluator=ev)
     frozen_dl, _ = ablation_deltas(model, *data, mode="zero", evaluator=ev, frozen=True)
     rand = random_removals(model, data, base, s.n_remove, s.n_random, rng, evaluator=ev)
-    order = np.argsort(imp.ravel(), kind="stable")
-    least, most = order[: s.n_remove].tolist(), order[::-1][: s.n_remove].tolist()
-    lowest_single = np.argsort(zero_dl.ravel(), kind="stable")[: s.n_remove].tolist()
-    iterative = michel_iterative(model, data, s.n_remove, evaluator=ev)
-    at = lambda removed: ev.evaluate(_mask(L, h, removed))  # noqa: E731
+    chosen = removed_together(model, data, imp, zero_dl, s.n_remove, evaluator=ev)
     median_subset = rand["subsets"][int(np.argsort(rand["dloss"])[len(rand["dloss"]) // 2])]
     weights = attention_maps(model, data[0][:256])
     roles = detect_roles(weights, data[0][:256], task.rarity())
@@ -178,10 +195,7 @@ def run_prune(model, task, settings: PruneSettings | None = None, *, gates=True)
         "ablation_frozen_dloss": frozen_dl.tolist(),
         "spearman_importance_vs_zero_ablation": spearman(imp, zero_dl),
         "spearman_importance_vs_mean_ablation": spearman(imp, mean_dl),
-        "random": rand,
-        "least_important": {"removed": least, **at(least)}, "most_important": {"removed": most, **at(most)},
-        "lowest_single_ablation": {"removed": lowest_single, **at(lowest_single)},
-        "michel_iterative": {"removed": iterative, **at(iterative)},
+        "random": rand, **chosen,
         "curve": pruning_curve(model, data, base, s.curve_orders, rng, evaluator=ev),
         "finetune": finetune_recovery(model, task, data, base, median_subset, s.finetune_steps, s.seed, evaluator=ev),
         "similarity": head_similarity(model, data[0][:256], weights),

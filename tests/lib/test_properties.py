@@ -41,13 +41,19 @@ def _allowed(mask, pad, B, h, T, S):
     return allowed
 
 
+def _with_inputs(setup):
+    """``(B, T, S, h, d_model, rng, mask, pad, q, kv)``: the setup's sizes and masks, and float64 query and
+    key/value inputs drawn from its generator (``q``: ``(B, T, d_model)``, ``kv``: ``(B, S, d_model)``)."""
+    B, T, S, h, d_k, rng, mask, pad = setup
+    d = h * d_k
+    return B, T, S, h, d, rng, mask, pad, rng.standard_normal((B, T, d)), rng.standard_normal((B, S, d))
+
+
 @settings(max_examples=60, deadline=None)
 @given(attention_setups())
 def test_weights_are_distributions_over_allowed_keys(setup):
-    B, T, S, h, d_k, rng, mask, pad = setup
-    d = h * d_k
+    B, T, S, h, d, rng, mask, pad, q, kv = _with_inputs(setup)
     mod = MultiHeadAttention(d, h, dtype="float64", seed=0)
-    q, kv = rng.standard_normal((B, T, d)), rng.standard_normal((B, S, d))
     out, w = mod(q, kv, attn_mask=mask, key_padding_mask=pad, average_attn_weights=False)
     allowed = _allowed(mask, pad, B, h, T, S)
     assert out.shape == (B, T, d) and w.shape == (B, h, T, S)
@@ -63,11 +69,9 @@ def test_weights_are_distributions_over_allowed_keys(setup):
 @settings(max_examples=40, deadline=None)
 @given(attention_setups())
 def test_float32_agrees_with_float64_and_stays_float32(setup):
-    B, T, S, h, d_k, rng, mask, pad = setup
-    d = h * d_k
+    _, _, _, h, d, _, mask, pad, q, kv = _with_inputs(setup)
     m64 = MultiHeadAttention(d, h, dtype="float64", seed=1)
     m32 = MultiHeadAttention(d, h, dtype="float32", seed=1)
-    q, kv = rng.standard_normal((B, T, d)), rng.standard_normal((B, S, d))
     mask32 = mask.astype(np.float32) if mask is not None and mask.dtype != bool else mask
     o64, _ = m64(q, kv, attn_mask=mask, key_padding_mask=pad)
     o32, w32 = m32(q.astype(np.float32), kv.astype(np.float32), attn_mask=mask32, key_padding_mask=pad)
