@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from xp_testing import xp_assert_equal
 
 import mhattn
 from mhattn.cli import main
@@ -20,7 +21,7 @@ def test_every_step_has_the_textbook_shape():
     assert shapes["output concat W_o + b_o"] == (1, T, 512)
     assert wt.max_diff_vs_module < 1e-5
     x = mhattn.to_numpy(wt.steps[0][2])
-    np.testing.assert_array_equal(x[0, 0], x[0, 3])  # the repeated word "a" has one embedding
+    xp_assert_equal(x[0, 0], x[0, 3])  # the repeated word "a" has one embedding
 
 
 def test_walkthrough_command_prints_shapes_and_counts(tmp_path, capsys):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from torch_cases import CASES, build_case, run_torch
-from xp_testing import xp_assert_close
+from xp_testing import xp_assert_close, xp_assert_equal
 
 import mhattn
 from mhattn.functional import attention_tiled as tiled_mod
@@ -99,7 +99,7 @@ def test_lse_is_the_log_sum_exp_of_each_score_row():
     q, k, v, _ = _inputs(np, "float64")
     scores = q @ k.swapaxes(-1, -2) / np.sqrt(D)  # (B, h, T, S)
     _, lse, _ = tiled_attention_forward(q, k, v, block_k=3)
-    np.testing.assert_allclose(lse, np.log(np.exp(scores).sum(-1)), rtol=1e-12)
+    xp_assert_close(lse, np.log(np.exp(scores).sum(-1)), rtol=1e-12)
 
 
 @pytest.mark.parametrize("kind, causal", [(None, False), ("bool", True), ("float", False)])
@@ -137,9 +137,9 @@ def test_threads_and_one_worker_agree_exactly():
     q, k, v, dout = _inputs(np, "float32")
     one = tiled_attention_forward(q, k, v, workers=1, block_q=4)
     two = tiled_attention_forward(q, k, v, workers=2, block_q=4)
-    np.testing.assert_array_equal(one[0], two[0])
+    xp_assert_equal(one[0], two[0])
     for a, b in zip(tiled_attention_backward(dout, one[2]), tiled_attention_backward(dout, two[2]), strict=True):
-        np.testing.assert_array_equal(a, b)
+        xp_assert_equal(a, b)
 
 
 def test_calls_from_several_threads_at_once_share_the_kept_pools_safely():
@@ -167,7 +167,7 @@ def test_inputs_are_not_modified():
     _, _, cache = tiled_attention_forward(q, k, v, block_k=4)
     tiled_attention_backward(dout, cache)
     for a, c in zip((q, k, v, dout), copies, strict=True):
-        np.testing.assert_array_equal(a, c)
+        xp_assert_equal(a, c)
 
 
 @pytest.mark.parametrize(

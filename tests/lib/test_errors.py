@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from xp_testing import xp_assert_equal
 
 import mhattn
 from mhattn import MultiHeadAttention
@@ -91,7 +92,7 @@ def test_torch_mask_layout_b_times_h_is_accepted(mod, rng):
     m = rng.random((2, 2, 3, 3)) < 0.3
     a, _ = mod(x, attn_mask=m)
     b, _ = mod(x, attn_mask=m.reshape(4, 3, 3))
-    np.testing.assert_array_equal(a, b)
+    xp_assert_equal(a, b)
 
 
 def test_backward_before_forward(mod):
@@ -119,7 +120,7 @@ def test_state_dict_errors_leave_parameters_alone(mod):
     with pytest.raises(ValueError, match=r"bias_k/bias_v"):
         mod.load_torch_state_dict(dict(sd, bias_k=np.zeros((1, 1, 8))))
     for k in before:
-        np.testing.assert_array_equal(before[k], mod.params[k])
+        xp_assert_equal(before[k], mod.params[k])
 
 
 def test_split_heads_errors():
@@ -156,11 +157,11 @@ def test_nothing_is_mutated(rng):
     grads1 = [g.copy() for g in mod.backward(dout)]
     grads2 = mod.backward(dout)  # a second backward over the same cache gives the same answer
     for a, c in zip(given + cached, copies + cached_copies, strict=True):
-        np.testing.assert_array_equal(a, c)
+        xp_assert_equal(a, c)
     for n in params:
-        np.testing.assert_array_equal(params[n], mod.params[n])
+        xp_assert_equal(params[n], mod.params[n])
     for g1, g2 in zip(grads1, grads2, strict=True):
-        np.testing.assert_array_equal(g1, g2)
+        xp_assert_equal(g1, g2)
 
 
 def _arrays(obj):
@@ -191,7 +192,7 @@ def test_returned_per_head_weights_are_not_the_cached_ones(mod, rng):
     _, w = mod(x, average_attn_weights=False)
     g1 = mod.backward(dout)[0].copy()
     w *= 2.0  # the learner's copy; backward must not see it
-    np.testing.assert_array_equal(mod.backward(dout)[0], g1)
+    xp_assert_equal(mod.backward(dout)[0], g1)
 
 
 def test_ambiguous_3d_mask_is_refused(rng):

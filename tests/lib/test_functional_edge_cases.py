@@ -14,6 +14,7 @@ import warnings
 
 import numpy as np
 import pytest
+from xp_testing import xp_assert_equal
 
 from mhattn.functional.attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
 from mhattn.functional.attention_tiled import tiled_attention_backward, tiled_attention_forward
@@ -72,9 +73,9 @@ def test_a_float_mask_of_another_width_gives_the_numbers_of_one_in_q_dtype(mask_
     ref = tiled_attention_forward(q, k, v, np.where(mask < np.finfo(np.float32).min, -np.inf, mask).astype(np.float32))
     got = tiled_attention_forward(q, k, v, mask)
     assert got[0].dtype == np.float32 and got[2].mask.dtype == np.float32
-    np.testing.assert_array_equal(got[0], ref[0])
+    xp_assert_equal(got[0], ref[0])
     for a, b in zip(tiled_attention_backward(dout, ref[2]), tiled_attention_backward(dout, got[2]), strict=True):
-        np.testing.assert_array_equal(a, b)
+        xp_assert_equal(a, b)
 
 
 def _no_warning(f, *args, **kwargs):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from xp_testing import xp_assert_close
 
 from mhattn.heads import gates
 from mhattn.heads.answers import gini
@@ -83,7 +84,7 @@ def test_importance_is_mean_abs_per_sequence_gradient_of_the_head_gate(rng):
                 xi[0, h] += e
                 vals.append(multi_loss(model.forward(ids[n : n + 1], head_mask=xi)[0], tuple(t[n : n + 1] for t in targets))[0])
             expected[0, h] += abs(vals[0] - vals[1]) / 2e-6 / len(ids)
-    assert np.allclose(raw, expected, rtol=1e-6)
+    xp_assert_close(raw, expected, atol=1e-08, rtol=1e-6)
     imp, _ = head_importance(model, ids, targets)
     assert np.linalg.norm(imp) == pytest.approx(1.0)
 
@@ -103,7 +104,7 @@ def test_mean_ablation_replaces_a_head_by_its_mean_output(rng):
     model.params = saved
     oc = model._cache.blocks[0].attn.out_proj
     trick = oc.x @ oc.W + params["blocks.0.attn.b_o"]
-    assert np.allclose(trick, direct, atol=1e-12)
+    xp_assert_close(trick, direct, rtol=1e-05, atol=1e-12)
     assert not np.allclose(trick, oc.x @ oc.W + saved["blocks.0.attn.b_o"])  # the shift matters
     d, _ = ablation_deltas(model, ids, targets, mode="mean")
     assert d.shape == (1, 2) and np.isfinite(d).all()
@@ -116,7 +117,7 @@ def test_hard_concrete_gate_gradients_and_limits():
     _, dz = gates.sample_gates(la, 4, np.random.default_rng(0))
     z_plus, _ = gates.sample_gates(la + 1e-6, 4, np.random.default_rng(0))
     z_minus, _ = gates.sample_gates(la - 1e-6, 4, np.random.default_rng(0))
-    assert np.allclose(dz, (z_plus - z_minus) / 2e-6, atol=1e-5)
+    xp_assert_close(dz, (z_plus - z_minus) / 2e-6, rtol=1e-05, atol=1e-5)
     l0, dl0 = gates.expected_l0(la)
     num = (gates.expected_l0(la + [[0, 1e-6, 0]])[0] - gates.expected_l0(la - [[0, 1e-6, 0]])[0]) / 2e-6
     assert dl0[0, 1] == pytest.approx(num, rel=1e-5) and 0 < l0 < 3

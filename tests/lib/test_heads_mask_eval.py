@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from xp_testing import assert_close_tree
+from xp_testing import assert_close_tree, xp_assert_close
 
 from mhattn.heads.importance import masked_eval, mean_ablation_params, mean_head_outputs
 from mhattn.heads.mask_eval import HeadMaskEvaluator
@@ -82,7 +82,7 @@ def test_importance_from_the_cache_is_head_importance(num_layers, causal):
         _, want = head_importance(model, ids, targets, head_mask=m, batch_size=4)
         got = ev.importance_grads(m, batch_size=4)
         assert got.shape == (num_layers, 4)
-        np.testing.assert_allclose(got, want, rtol=1e-5)
+        xp_assert_close(got, want, rtol=1e-5)
         assert np.any(got != 0)
         first = got.copy()
         got[...] = -1.0  # the caller's copy: the remembered value is untouched
@@ -132,7 +132,7 @@ def test_importance_takes_a_flat_mask_and_any_batch_on_a_one_batch_evaluator():
     mask = np.array([[1, 0, 1, 1], [1, 1, 0, 1]], dtype=float)
     _, want = head_importance(model, ids, targets, head_mask=mask, batch_size=5)
     ev = HeadMaskEvaluator(model, ids, targets, batch_size=100)  # 23 sequences: one batch, 5 does not divide 100
-    np.testing.assert_allclose(ev.importance_grads(mask.ravel(), batch_size=5), want, rtol=1e-5)
+    xp_assert_close(ev.importance_grads(mask.ravel(), batch_size=5), want, rtol=1e-5)
     with pytest.raises(ValueError, match="must be positive"):
         ev.importance_grads(batch_size=0)
 

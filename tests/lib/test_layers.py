@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from xp_testing import xp_assert_close, xp_assert_equal
 
 from mhattn.functional.dropout import dropout_backward, dropout_forward
 from mhattn.functional.embedding import embedding_backward, embedding_forward
@@ -25,7 +26,7 @@ def test_embedding_scatter_add_accumulates_repeated_ids(backend):
     W = backend.asarray(np.arange(12.0).reshape(4, 3))
     ids = backend.asarray([[1, 1, 3], [1, 0, 3]])
     out, cache = embedding_forward(ids, W)
-    assert np.allclose(backend.to_numpy(out)[0, 0], [3, 4, 5])
+    xp_assert_close(backend.to_numpy(out)[0, 0], [3, 4, 5], rtol=1e-05, atol=1e-08, check_dtype=False)
     dW = backend.to_numpy(embedding_backward(backend.asarray(np.ones((2, 3, 3))), cache))
     # id 1 appears three times, id 3 twice, id 0 once, id 2 never
     assert np.array_equal(dW[:, 0], [1.0, 3.0, 0.0, 2.0])
@@ -189,7 +190,7 @@ def test_model_parameters_come_from_the_per_layer_initialisers():
         expected.update({f"out.{k}.{n}": v for n, v in init_linear(8, c, rng, "float64").items()})
     assert sorted(params) == sorted(expected)
     for name, value in expected.items():
-        np.testing.assert_array_equal(params[name], value, err_msg=name)
+        xp_assert_equal(params[name], value, err_msg=name)
     assert param_shapes(cfg) == {n: v.shape for n, v in params.items()}
     # nn.Linear's bounds U(±1/sqrt(fan_in)): fan_in 8 for W1 and the classifiers, 12 for W2
     assert 0.8 / math.sqrt(8) < np.abs(params["blocks.1.ff.W1"]).max() <= 1 / math.sqrt(8)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from xp_testing import xp_assert_close, xp_assert_equal
 
 import mhattn
 from mhattn import MultiHeadAttention
@@ -33,12 +34,12 @@ def test_key_hidden_from_every_query_has_no_influence(backend, mask_kind, garbag
     dirty = {"k": backend.xp.asarray(k, copy=True), "v": backend.xp.asarray(v, copy=True)}
     dirty[where][..., 1, :] = garbage
     out, w, cache = F.scaled_dot_product_attention_forward(q, dirty["k"], dirty["v"], mask)
-    np.testing.assert_array_equal(np_(out), [[[[1.0, 2.0], [1.0, 2.0]]]])  # the values of key 0, exactly
-    np.testing.assert_array_equal(np_(w), [[[[1.0, 0.0], [1.0, 0.0]]]])
+    xp_assert_equal(np_(out), [[[[1.0, 2.0], [1.0, 2.0]]]])  # the values of key 0, exactly
+    xp_assert_equal(np_(w), [[[[1.0, 0.0], [1.0, 0.0]]]])
     dq, dk, dv = F.scaled_dot_product_attention_backward(backend.asarray(np.ones((1, 1, 2, 2))), cache)
-    np.testing.assert_array_equal(np_(dq), np.zeros((1, 1, 2, 2)))  # only key 0 is seen: softmax of one entry
-    np.testing.assert_array_equal(np_(dk), np.zeros((1, 1, 2, 2)))
-    np.testing.assert_array_equal(np_(dv), [[[[2.0, 2.0], [0.0, 0.0]]]])
+    xp_assert_equal(np_(dq), np.zeros((1, 1, 2, 2)))  # only key 0 is seen: softmax of one entry
+    xp_assert_equal(np_(dk), np.zeros((1, 1, 2, 2)))
+    xp_assert_equal(np_(dv), [[[[2.0, 2.0], [0.0, 0.0]]]])
 
 
 @pytest.mark.parametrize("block_k", [1, 2])
@@ -50,11 +51,11 @@ def test_tiled_attention_ignores_a_hidden_key_whatever_it_holds(backend, mask_ki
     dirty = {"k": backend.xp.asarray(k, copy=True), "v": backend.xp.asarray(v, copy=True)}
     dirty[where][..., 1, :] = garbage
     out, lse, cache = tiled_attention_forward(q, dirty["k"], dirty["v"], mask, block_k=block_k)
-    np.testing.assert_array_equal(np_(out), [[[[1.0, 2.0], [1.0, 2.0]]]])  # the values of key 0, exactly
+    xp_assert_equal(np_(out), [[[[1.0, 2.0], [1.0, 2.0]]]])  # the values of key 0, exactly
     dq, dk, dv = tiled_attention_backward(backend.asarray(np.ones((1, 1, 2, 2))), cache)
-    np.testing.assert_array_equal(np_(dq), np.zeros((1, 1, 2, 2)))
-    np.testing.assert_array_equal(np_(dk), np.zeros((1, 1, 2, 2)))
-    np.testing.assert_array_equal(np_(dv), [[[[2.0, 2.0], [0.0, 0.0]]]])
+    xp_assert_equal(np_(dq), np.zeros((1, 1, 2, 2)))
+    xp_assert_equal(np_(dk), np.zeros((1, 1, 2, 2)))
+    xp_assert_equal(np_(dv), [[[[2.0, 2.0], [0.0, 0.0]]]])
 
 
 @pytest.mark.usefixtures("backend")
@@ -81,7 +82,7 @@ def test_padding_key_holding_garbage_changes_nothing_in_multi_head_attention(rng
         runs.append([np_(a) for a in (out, dquery, dkey, dvalue, *mod.grads.values())])
     for clean, dirty in zip(*runs, strict=True):
         assert np.isfinite(dirty).all()
-        np.testing.assert_array_equal(dirty, clean)
+        xp_assert_equal(dirty, clean)
 
 
 def test_key_hidden_from_some_queries_only_still_needs_finite_values(rng):
@@ -92,7 +93,7 @@ def test_key_hidden_from_some_queries_only_still_needs_finite_values(rng):
     v_big[..., 1, :] = 1e300
     a, _, _ = F.scaled_dot_product_attention_forward(q, k, v, mask)
     b, _, _ = F.scaled_dot_product_attention_forward(q, k, v_big, mask)
-    np.testing.assert_array_equal(a[..., 0, :], b[..., 0, :])  # query 0 does not see key 1's value at all
+    xp_assert_equal(a[..., 0, :], b[..., 0, :])  # query 0 does not see key 1's value at all
 
 
 @pytest.mark.usefixtures("backend")
@@ -108,7 +109,7 @@ def test_two_float32_masks_of_finfo_min_add_without_overflow():
     expected[:, :, :, 2] = lo
     expected[:, :, 1, 2] = -np.inf  # finfo.min + finfo.min is below the range: -inf, as IEEE overflow gives
     assert merged.dtype == np.float32
-    np.testing.assert_array_equal(merged, expected)
+    xp_assert_equal(merged, expected)
     mod = MultiHeadAttention(8, 2, seed=0)
     x = mhattn.asarray(np.ones((2, 3, 8), np.float32))
     out, _ = mod(
@@ -125,8 +126,8 @@ def test_float16_attention_with_a_finfo_min_row_does_not_overflow(backend, rng):
     wide[1] = np.finfo(np.float32).min  # below float16's range: the cast gives -inf, without a warning
     _, w, _ = F.scaled_dot_product_attention_forward(q, q, q, mhattn.asarray(wide))
     assert np_(w).dtype == np.float16
-    np.testing.assert_array_equal(np_(w)[0, 0, 1], np.zeros(3, np.float16))  # a row of -inf: nothing allowed
-    np.testing.assert_allclose(np_(w).sum(-1)[0, 0, [0, 2]], 1.0, rtol=2e-3)
+    xp_assert_equal(np_(w)[0, 0, 1], np.zeros(3, np.float16))  # a row of -inf: nothing allowed
+    xp_assert_close(np_(w).sum(-1)[0, 0, [0, 2]], 1.0, rtol=2e-3, check_dtype=False, check_shape=False)
     narrow = np.zeros((3, 3), np.float16)
     narrow[1] = np.finfo(np.float16).min
     big = q * 30  # scores below -16 would overflow float16 when finfo.min is added

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from xp_testing import xp_assert_equal
+from xp_testing import xp_assert_close, xp_assert_equal
 
 import mhattn
 from mhattn.gradcheck import check_backward
@@ -37,12 +37,12 @@ def test_torch_state_dict_is_copied_into_the_arrays_an_optimiser_holds(backend):
     mha.load_torch_state_dict(source)
     assert all(mha.params[n] is arrays[n] for n in arrays)  # the same objects, new values
     assert backend.is_here(mha.params["W_q"])
-    np.testing.assert_array_equal(np_(mha.params["W_q"]), source["in_proj_weight"][:8].T)
+    xp_assert_equal(np_(mha.params["W_q"]), source["in_proj_weight"][:8].T)
     mha(backend.floats(np.ones((1, 3, 8))))
     mha.backward(backend.floats(np.ones((1, 3, 8))))
     loaded = _snapshot(mha.params)
     opt.step(mha.grads)  # the optimiser built before the load moves the loaded values
-    np.testing.assert_allclose(np_(mha.params["W_o"]), loaded["W_o"] - 0.5 * np_(mha.grads["W_o"]), rtol=1e-12)
+    xp_assert_close(np_(mha.params["W_o"]), loaded["W_o"] - 0.5 * np_(mha.grads["W_o"]), rtol=1e-12)
 
 
 def test_a_state_dict_that_does_not_fit_changes_nothing():
@@ -54,7 +54,7 @@ def test_a_state_dict_that_does_not_fit_changes_nothing():
     with pytest.raises(TypeError, match=r"out_proj.bias has dtype int64; expected floating point"):
         mha.load_torch_state_dict({**good, "out_proj.bias": np.zeros(8, np.int64)})
     for n, p in mha.params.items():
-        np.testing.assert_array_equal(np_(p), before[n])
+        xp_assert_equal(np_(p), before[n])
 
 
 def test_a_float32_state_dict_is_cast_to_the_modules_dtype_as_torch_does():
@@ -62,7 +62,7 @@ def test_a_float32_state_dict_is_cast_to_the_modules_dtype_as_torch_does():
     source = {k: v.astype(np.float32) for k, v in mhattn.MultiHeadAttention(8, 2, seed=1).to_torch_state_dict().items()}
     mha.load_torch_state_dict(source)
     assert mha.params["W_q"].dtype == np.float64
-    np.testing.assert_array_equal(mha.params["W_o"], source["out_proj.weight"].T.astype(np.float64))
+    xp_assert_equal(mha.params["W_o"], source["out_proj.weight"].T.astype(np.float64))
 
 
 def test_checkpoint_loaded_into_a_model_keeps_its_arrays_and_optimiser(backend, tmp_path):
@@ -79,7 +79,7 @@ def test_checkpoint_loaded_into_a_model_keeps_its_arrays_and_optimiser(backend, 
     opt.step(model.backward(multi_loss(logits, (model.place(y),))[1]))
     # Adam's first step moves every parameter with a gradient by lr (times m/sqrt(v) = ±1) from the loaded values
     delta = np.abs(np_(model.params["out.0.W"]) - np_(saved.params["out.0.W"]))
-    np.testing.assert_allclose(delta.max(), 0.1, rtol=1e-6)
+    xp_assert_close(delta.max(), 0.1, rtol=1e-6, check_namespace=False)
 
 
 def test_a_checkpoint_of_another_config_changes_nothing(tmp_path):
@@ -95,7 +95,7 @@ def test_a_checkpoint_of_another_config_changes_nothing(tmp_path):
     with pytest.raises(ValueError, match=r"out.0.b has shape \(3,\), the model's has \(4,\); nothing was loaded"):
         model.load_params(bad)
     for n, p in model.params.items():
-        np.testing.assert_array_equal(p, before[n])
+        xp_assert_equal(p, before[n])
 
 
 # (b) tied weights: one array, one step ---------------------------------------------------------------------
@@ -107,7 +107,7 @@ def test_a_tied_array_gets_one_adam_step_with_its_summed_gradient(backend):
     g1, g2 = backend.floats([1.0, -2.0, 3.0]), backend.floats([1.0, 1.0, -4.0])
     norm = opt.step({"embed": g1, "unembed": g2})
     # one first Adam step moves by lr * sign(g1 + g2); two steps would move 0.2 where the signs agree
-    np.testing.assert_allclose(np_(w), [-0.1, 0.1, 0.1], rtol=1e-6)
+    xp_assert_close(np_(w), [-0.1, 0.1, 0.1], rtol=1e-6)
     assert opt.steps == {"embed": 1} and set(opt.m) == {"embed"}
     assert norm == pytest.approx(np.linalg.norm([2.0, -1.0, -1.0]))
 
@@ -116,14 +116,14 @@ def test_a_tied_array_gets_one_weight_decay_with_sgd():
     w = np.array([1.0])
     SGD({"a": w, "b": w}, lr=0.1, weight_decay=0.5).step({"a": np.array([2.0]), "b": np.array([4.0])})
     # one step: 1 - 0.1 * (6 + 0.5 * 1) = 0.35; decaying once per name would give 0.3 or less
-    np.testing.assert_allclose(w, [0.35], rtol=1e-12)
+    xp_assert_close(w, [0.35], rtol=1e-12)
 
 
 def test_equal_but_distinct_arrays_are_two_parameters():
     a, b = np.array([1.0]), np.array([1.0])
     opt = SGD({"a": a, "b": b}, lr=0.1, weight_decay=0.5)
     opt.step({"a": np.array([2.0]), "b": np.array([4.0])})
-    np.testing.assert_allclose([a[0], b[0]], [1 - 0.1 * 2.5, 1 - 0.1 * 4.5], rtol=1e-12)
+    xp_assert_close([a[0], b[0]], [1 - 0.1 * 2.5, 1 - 0.1 * 4.5], rtol=1e-12, check_namespace=False)
 
 
 # (c) lr = 0 is a learning rate, a negative one is not ----------------------------------------------------------
@@ -134,7 +134,7 @@ def test_lr_zero_is_accepted_and_moves_nothing(cls):
     p = {"w": np.array([1.0, -2.0])}
     opt = cls(p, lr=0)
     opt.step({"w": np.array([3.0, 4.0])})
-    np.testing.assert_array_equal(p["w"], [1.0, -2.0])
+    xp_assert_equal(p["w"], [1.0, -2.0])
     opt.lr = 0.5  # a warm-up schedule goes on from 0
     opt.step({"w": np.array([3.0, 4.0])})
     assert p["w"][0] < 1.0
@@ -172,7 +172,7 @@ def here(tmp_path, monkeypatch):
 def test_a_bare_shipped_name_loads_the_shipped_checkpoint(here):
     model, meta = load_checkpoint("roles-plain")
     shipped = np.load(shipped_path("roles-plain"))["param/embed.W"]
-    np.testing.assert_array_equal(model.params["embed.W"], shipped)
+    xp_assert_equal(model.params["embed.W"], shipped)
 
 
 @pytest.mark.parametrize("local_name", ["roles-plain.npz", "roles-plain"])
@@ -267,4 +267,4 @@ def test_training_and_head_analysis_on_each_leg_match_numpy(backend):
     with mhattn.use_backend("numpy"):
         _, want = _train_and_analyse()
     for name in want:
-        np.testing.assert_allclose(np.asarray(got[name]), np.asarray(want[name]), rtol=1e-10, atol=1e-12, err_msg=name)
+        xp_assert_close(np.asarray(got[name]), np.asarray(want[name]), rtol=1e-10, atol=1e-12, err_msg=name)

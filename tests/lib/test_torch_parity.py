@@ -105,7 +105,7 @@ def test_multi_head_attention_on_torch_tensors_matches_torch(backend, name):
 
     assert sorted(got) == sorted(want)
     for n in want:
-        np.testing.assert_allclose(got[n], want[n], err_msg=f"{name}/{n}", **TOL)
+        xp_assert_close(got[n], want[n], err_msg=f"{name}/{n}", **TOL)
 
 
 CFG = ModelConfig(vocab_size=11, output_sizes=(11, 3), d_model=16, num_heads=4, num_layers=2, d_ff=24, causal=True, dropout=0.1)

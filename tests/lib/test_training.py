@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from xp_testing import xp_assert_close
 
 from mhattn.nn.transformer import ModelConfig, TransformerModel
 from mhattn.optim import SGD, Adam, clip_grad_norm
@@ -62,8 +63,8 @@ def test_adam_first_step_moves_each_weight_by_lr_against_the_gradient_sign(backe
     opt.step({"w": backend.asarray([[3.0, -0.01]]), "b": backend.asarray([-2.0])})
     # bias-corrected m/sqrt(v) = sign(g); decoupled decay only on the 2-D weight
     w, b = backend.to_numpy(p["w"]), backend.to_numpy(p["b"])
-    assert np.allclose(w, [[1.0 - 0.1 * (1 + 0.5 * 1.0), -2.0 - 0.1 * (-1 + 0.5 * -2.0)]], atol=1e-6)
-    assert np.allclose(b, [0.6], atol=1e-6)
+    xp_assert_close(w, [[1.0 - 0.1 * (1 + 0.5 * 1.0), -2.0 - 0.1 * (-1 + 0.5 * -2.0)]], rtol=1e-05, atol=1e-6)
+    xp_assert_close(b, [0.6], rtol=1e-05, atol=1e-6)
 
 
 def test_sgd_momentum_and_l2_decay(backend):

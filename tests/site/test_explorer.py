@@ -23,6 +23,8 @@ from mhattn.heads.roles import attention_maps
 from mhattn.training.checkpoint import load_checkpoint
 from mhattn.training.tasks import task_from_meta
 
+pytestmark = pytest.mark.slow  # every test here needs the site built and a browser: over a minute
+
 DATA = Path(__file__).resolve().parents[2] / "docs" / "explorer" / "data.json"
 MODELS = ("roles-plain", "roles-headdropout")
 H = 12

@@ -16,6 +16,8 @@ from urllib.parse import unquote, urljoin, urlsplit
 import pytest
 from site_browser import built_site, launch, require_browser, serve
 
+pytestmark = pytest.mark.slow  # every test here needs the site built and a browser: over a minute
+
 SCREENSHOT_PAGE = "notebooks/02_scaled_dot_product_attention.html"
 API_MODULES = ("functional", "nn", "optim", "training", "heads", "backend", "gradcheck")
 
