@@ -199,3 +199,19 @@ def test_prune_option_defaults_are_the_prune_settings_defaults():
     assert args.remove == s.n_remove
     assert args.eval_size is None  # the task decides: 512 roles sequences = PruneSettings.eval_size
     assert s.eval_size == 512
+
+
+def test_prune_command_takes_the_deep_task():
+    """``--task text-deep`` loads the deep model (4 layers x 8 heads) and bounds ``--remove`` by its 32 heads."""
+    import argparse
+
+    from mhattn.commands import UsageError
+    from mhattn.commands.prune import DEFAULTS, add_parser, check
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(), "prune")
+    args = parser.parse_args(["prune", "--task", "text-deep", "--remove", "32"])
+    check(args)  # loads the shipped checkpoint and its task
+    assert DEFAULTS["text-deep"] == ["text-deep"] and DEFAULTS["roles"] == ["roles-plain", "roles-headdropout"]
+    with pytest.raises(UsageError, match="has 32 heads"):
+        check(parser.parse_args(["prune", "--task", "text-deep", "--remove", "33"]))

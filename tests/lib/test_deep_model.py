@@ -93,21 +93,6 @@ def test_task_round_trips_through_meta():
     assert isinstance(again, DeepTextTask) and again.seq_len == 16 and np.array_equal(again.val, task.val)
 
 
-def test_prune_command_takes_the_deep_task():
-    import argparse
-
-    from mhattn.commands import UsageError
-    from mhattn.commands.prune import DEFAULTS, add_parser, check
-
-    parser = argparse.ArgumentParser()
-    add_parser(parser.add_subparsers(), "prune")
-    args = parser.parse_args(["prune", "--task", "text-deep", "--remove", "32"])
-    check(args)  # loads the shipped checkpoint and its task
-    assert DEFAULTS["text-deep"] == ["text-deep"] and DEFAULTS["roles"] == ["roles-plain", "roles-headdropout"]
-    with pytest.raises(UsageError, match="has 32 heads"):
-        check(parser.parse_args(["prune", "--task", "text-deep", "--remove", "33"]))
-
-
 @pytest.mark.slow  # over 10 s on 2 loaded cores (about 2 s on quiet ones)
 def test_half_removal_slice_matches_what_mhattn_prune_measures(measured):
     """Notebook 07's deep-model numbers are ``mhattn prune --task text-deep --remove 16 --gate-steps 0``'s: the
