@@ -16,7 +16,7 @@ the validation windows ``mhattn prune --task text-deep`` uses (``eval_set(256)``
   the file): the report ``mhattn prune --task text-deep --remove 16 --gate-steps 0`` makes for the seed's model,
   under ``half_removal`` (random halves, with the survivors free and frozen, and the conclusion).
 
-Writes ``mhattn/data/text-deep-pruning.json`` (notebook 10 reads it; ``tests/test_deep_model.py`` re-computes a
+Writes ``mhattn/data/text-deep-pruning.json`` (notebook 10 reads it; ``tests/lib/test_deep_model.py`` re-computes a
 slice of seed 0)::
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/deep_pruning.py --seeds 0 1 2
@@ -137,7 +137,7 @@ def gates(seed, folder):
 
 def half_removal(seed, folder):
     """``mhattn prune --task text-deep --remove 16 --gate-steps 0`` on the seed's model: its report as JSON."""
-    from mhattn.commands.prune_jobs import settings_for
+    from mhattn.heads.jobs import settings_for
     from mhattn.heads.prune import run_prune
     from mhattn.heads.report import PruneReport, model_report
 

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from mhattn.commands.prune_jobs import settings_for
+from mhattn.heads.jobs import settings_for
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.prune import finetune_recovery, random_removals
 from mhattn.training.checkpoint import load_checkpoint

@@ -4,7 +4,7 @@ Called by ``benchmarks/gpu_check.sh``; prints one row per shape with the ratios
 mhattn/torch (medians of alternated runs, each synchronised) and writes a JSON record
 that notebook 08 reads (``mhattn/data/gpu_check.json``). ``--device cpu`` runs the same
 code with NumPy and torch on the CPU at small shapes: that is how its logic is tested
-on machines without a GPU (tests/test_gpu_bench.py).
+on machines without a GPU (tests/course/test_gpu_bench.py).
 """
 
 from __future__ import annotations

@@ -41,11 +41,11 @@ import time
 
 import numpy as np
 
-from mhattn.commands.prune_jobs import settings_for
 from mhattn.heads.answers import gini
 from mhattn.heads.conclusion import ADDITIVE_TOLERANCE, SPARE_FRACTION, UNEQUAL_GINI
 from mhattn.heads.expectation import additive_expectation, bootstrap_interval
 from mhattn.heads.importance import ablation_deltas
+from mhattn.heads.jobs import settings_for
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.prune import _mask
 from mhattn.training.checkpoint import load_checkpoint

@@ -45,14 +45,15 @@ import math
 
 import numpy as np
 
-from mhattn.commands.prune import run, table
 from mhattn.course.display import show
 from mhattn.heads.conclusion import QUESTION
 from mhattn.heads.expectation import additive_expectation, bootstrap_interval, p_miss_costliest, subset_sums
+from mhattn.heads.jobs import run
 from mhattn.heads.prune import PruneSettings
 from mhattn.heads.report import model_report
 from mhattn.heads.roles import planted_match
 from mhattn.heads.scratch import as_rows, compare_scratch_vs_pruned
+from mhattn.heads.table import table
 from mhattn.plots.pruning import importance_bars, pruning_curves, random_removal_hist, similarity_heatmaps
 from mhattn.training.checkpoint import DATA_DIR, load_checkpoint
 from mhattn.training.tasks import task_from_meta
@@ -76,7 +77,7 @@ print(QUESTION)
 # any layers). Its measurements take minutes per training seed, so `benchmarks/deep_pruning.py --halves` (in a clone
 # of the repository) made them once for each of its three training seeds, by running exactly what `mhattn prune
 # --task text-deep --remove 16 --gate-steps 0` runs, and stored them in `mhattn/data/text-deep-pruning.json`;
-# `tests/test_deep_model.py` re-computes a slice of seed 0's. The report is rebuilt here from those measurements by
+# `tests/lib/test_deep_model.py` re-computes a slice of seed 0's. The report is rebuilt here from those measurements by
 # the same code the command uses.
 
 # %%
@@ -289,7 +290,7 @@ assert 0.5 < 1 - p_whole < 0.65  # a little more than half of all sixes keep a h
 # expectations. Values beyond the axis would be piled into a hatched last bin and counted in the legend.
 
 # %%
-show(random_removal_hist(details))
+show(random_removal_hist({name: m.figure_data() for name, m in every.items()}))
 for name, m in every.items():
     e = m.expectation
     print(

@@ -28,7 +28,7 @@
 #
 # The measurements are heavy (minutes per training seed: the next cell prints them), so `benchmarks/deep_pruning.py`
 # (in a clone of the repository; the wheel does not ship it) made them once and wrote
-# `mhattn/data/text-deep-pruning.json`; this notebook reads that file, and `tests/test_deep_model.py` re-computes a
+# `mhattn/data/text-deep-pruning.json`; this notebook reads that file, and `tests/lib/test_deep_model.py` re-computes a
 # slice of it from the shipped checkpoint. `mhattn prune --task text-deep` measures the shipped seed on the same 256
 # validation windows with the same importance, single-head ablations and gates, and adds random subsets and
 # fine-tuning; its own pruning curve averages only 3 random orders and it has no bigram baseline, so the band over

@@ -56,7 +56,7 @@ _GPU_SKIP = {
 def yield_namespace_device_dtype_combinations(dtypes=("float64",)):
     """``pytest.param((name, device, dtype))`` for every leg and dtype, with its id and marks.
 
-    ``dtypes=("float64", "float32")`` gives the float32 legs too (tests/test_array_api.py); tests that
+    ``dtypes=("float64", "float32")`` gives the float32 legs too (tests/lib/test_array_api.py); tests that
     choose their dtypes themselves take the default, one float64 param per leg.
     """
     for name, device, ident, marks in _LEGS:
@@ -162,5 +162,5 @@ def rng():
     return np.random.default_rng(1234)
 
 
-# The grader's test submissions (edits of solutions/) are data for tests/test_grade*.py, not tests.
-collect_ignore = ["grader_attacks"]
+# The grader's test submissions (edits of solutions/) are data for tests/grader/test_grade*.py, not tests.
+collect_ignore = ["grader/grader_attacks"]

@@ -5,7 +5,7 @@ For each shipped 12-head checkpoint, every one of the 2^12 = 4096 head masks is 
 sequences, seed 12345), and one sample's attention maps are kept. Values are rounded to 6
 significant digits. Index ``m`` of ``loss``/``acc`` is the subset whose bit ``j`` is set when head
 ``j`` is kept (4095: all heads, 0: none). The output ships in the repository (docs/explorer/data.json);
-the site embeds it, and tests/test_explorer.py checks shown values against a live evaluation.
+the site embeds it, and tests/site/test_explorer.py checks shown values against a live evaluation.
 Not run at build time (a few minutes on one core per checkpoint):
 
     python docs/explorer/make_data.py            # writes docs/explorer/data.json
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mhattn.commands.prune_jobs import settings_for
+from mhattn.heads.jobs import settings_for
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.roles import attention_maps, detect_roles
 from mhattn.training.checkpoint import load_checkpoint

@@ -5,10 +5,13 @@
 * :mod:`~mhattn.heads.gates`: hard-concrete gates with an L0 penalty (Voita et al. 2019, §6).
 * :mod:`~mhattn.heads.mask_eval`: one evaluation set under many head masks, the work before the mask done once.
 * :mod:`~mhattn.heads.effects`: three levels of freezing after a removal: direct effect, heads-only, total effect.
+* :mod:`~mhattn.heads.redundancy`: how alike heads' attention patterns and outputs are.
 * :mod:`~mhattn.heads.prune`: the "remove 6 of 12 heads" experiment behind ``mhattn prune``.
 * :mod:`~mhattn.heads.expectation`: what "expected" means for a random removal (additive, naive).
 * :mod:`~mhattn.heads.answers`, :mod:`~mhattn.heads.conclusion`, :mod:`~mhattn.heads.report`: the report
   as dataclasses, the verdicts on the usual reasons, and the conclusion printed by ``mhattn prune``.
+* :mod:`~mhattn.heads.jobs`: the experiment of many models in worker processes, with its figures (``mhattn prune``,
+  notebook 07); :mod:`~mhattn.heads.table`: the report's headline numbers as a text table.
 * :mod:`~mhattn.heads.scratch`: a 6-head model trained from scratch against 12 heads pruned to 6 and fine-tuned.
 """
 

@@ -62,6 +62,12 @@ class ModelReport:
         """Hard-concrete gates left open (``None`` when the gates were skipped)."""
         return self.details.get("gates", {}).get("open")
 
+    def figure_data(self):
+        """What :mod:`mhattn.plots.pruning`'s figures draw: the measurements (``details``) with this report's
+        ``additive`` and ``naive`` expected loss changes of a random removal (nats, :mod:`~mhattn.heads.expectation`)."""
+        e = self.expectation
+        return {**self.details, "additive": e.additive_expected_dloss, "naive": e.naive_expected_dloss}
+
 
 @dataclass
 class PruneReport:

@@ -1,4 +1,7 @@
-"""Figures of the pruning report (matplotlib), shared by ``mhattn prune`` and the notebooks."""
+"""Figures of the pruning report (matplotlib), shared by ``mhattn prune`` and the notebooks.
+
+Each figure draws what it is handed, ``{model name: measurements}`` (a report's ``details``; the histogram also
+the report's expectations, :meth:`mhattn.heads.report.ModelReport.figure_data`), and computes nothing of its own."""
 
 from __future__ import annotations
 
@@ -38,19 +41,13 @@ def importance_bars(reports, title="Head importance and single-head ablation"):
     return fig
 
 
-def _expectations(r):
-    """``(additive, naive)`` expected loss changes of a random removal (see :mod:`mhattn.heads.expectation`)."""
-    from mhattn.heads.expectation import additive_expectation, naive_expectation
-
-    k, c = r["settings"]["n_remove"], np.ravel(r["ablation_zero_dloss"])
-    none = r["curve"]["importance_loss"][-1] - r["baseline"]["loss"] if "curve" in r else None
-    return additive_expectation(c, k), None if none is None else naive_expectation(0.0, none, k, c.size)
-
-
 def random_removal_hist(reports, bins=30, xmax=None):
     """Histogram of loss changes over the random removals, one panel per model, with both expectations.
 
     Args:
+        reports: model name -> its measurements (``random.dloss``, ``settings.n_remove``) and the expected loss
+            changes the report computed, ``additive`` and ``naive`` (nats; ``naive`` may be absent or ``None``):
+            :meth:`mhattn.heads.report.ModelReport.figure_data`.
         xmax: upper end of the x range (nats), the same for every panel; ``None`` = each panel's
             largest value or expectation. Values beyond it are piled into the last bin, which is hatched and labelled
             with their count, so nothing is clipped silently.
@@ -59,7 +56,7 @@ def random_removal_hist(reports, bins=30, xmax=None):
     axes = fig.subplots(len(reports), 1, squeeze=False)[:, 0]
     for ax, (name, r) in zip(axes, reports.items(), strict=True):
         dl = np.asarray(r["random"]["dloss"])
-        add, naive = _expectations(r)
+        add, naive = r["additive"], r.get("naive")
         hi = max(float(dl.max()), add, naive or 0.0) if xmax is None else float(xmax)
         edges = np.linspace(min(0.0, float(dl.min())), hi, bins + 1)
         beyond = int((dl > hi).sum())
@@ -115,11 +112,12 @@ def similarity_heatmaps(reports, key="output"):
 
 
 # the report's figures: file name -> function of ``{model: details}``; ``mhattn prune`` draws them before the
-# gate experiments finish, so none may read ``details["gates"]`` (tests/test_prune_cli.py checks)
+# gate experiments finish, so none may read ``details["gates"]`` (tests/course/test_prune_cli.py checks)
 FIGURES = {"importance.png": importance_bars, "random_removal_hist.png": random_removal_hist,
            "pruning_curves.png": pruning_curves, "similarity.png": similarity_heatmaps}  # fmt: skip
 
 
 def figure_pngs(reports, names=tuple(FIGURES)):
-    """The figures ``names`` (keys of ``FIGURES``) of ``reports`` as ``{file name: PNG bytes}``."""
+    """The figures ``names`` (keys of ``FIGURES``) of ``reports`` (model name -> ``ModelReport.figure_data()``)
+    as ``{file name: PNG bytes}``."""
     return {name: png_bytes(FIGURES[name](reports), dpi=100) for name in names}

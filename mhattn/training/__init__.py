@@ -1,4 +1,4 @@
-"""Training: the tasks, the loop, checkpoints and the recipes of the shipped models.
+"""Training: the tasks (and the text corpus of the text tasks), the loop, checkpoints and the recipes of the shipped models.
 
 Typical use::
 
