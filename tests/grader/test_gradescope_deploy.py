@@ -34,7 +34,7 @@ from mhattn.grade import sandbox, user
 
 jsonschema = pytest.importorskip("jsonschema")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "tests" / "data" / "gradescope_results.schema.json").read_text(encoding="utf-8"))
 WHEEL = f"mhattn-{__version__}-py3-none-any.whl"
 pytestmark = pytest.mark.grader

@@ -17,8 +17,8 @@ from mhattn.classroom.summary import NOT_WRITTEN, PROBLEMS, SHOWN, class_summary
 from mhattn.grade.spec import EXERCISES
 from mhattn.grade.verdict import all_failed, checks_row, row
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "grader"))
 
 from classroom_cases import SOLUTIONS  # noqa: E402
 

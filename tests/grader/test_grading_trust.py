@@ -30,8 +30,8 @@ from mhattn.classroom import grade_class
 from mhattn.classroom.handins import class_seed, files_hash, student_seed
 from mhattn.grade import grade, sandbox, user
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "grader"))
 
 from classroom_cases import SOLUTIONS  # noqa: E402
 

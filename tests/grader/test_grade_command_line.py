@@ -15,8 +15,8 @@ from mhattn import cli
 from mhattn.grade import cli as grade_cli
 from mhattn.grade import grade
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "grader"))
 
 from classroom_cases import SOLUTIONS, STUBS  # noqa: E402
 

@@ -3,7 +3,7 @@ the head-count sweep's training, each equal to the NumPy run.
 
 The legs are tests/conftest.py's: NumPy, array-api-strict on ``Device("device1")`` (which refuses every silent
 trip to the host, as a GPU would), torch on the CPU (skipped without torch), and CuPy and torch on CUDA where a
-GPU is there. Tolerances as tests/test_array_api.py: float32 rtol 1e-5, atol 5e-6 (the walkthrough); the sweep
+GPU is there. Tolerances as tests/lib/test_array_api.py: float32 rtol 1e-5, atol 5e-6 (the walkthrough); the sweep
 trains in float64, and 15 Adam steps on another library's reduction order stay within 1e-9 of NumPy's loss.
 """
 

@@ -19,8 +19,8 @@ from mhattn.grade import checks_tiled as TL
 from mhattn.grade.scan import silencing
 from mhattn.grade.verdict import QUALIFIED, checks_row, qualify
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "grader"))
 
 from classroom_cases import SOLUTIONS  # noqa: E402
 

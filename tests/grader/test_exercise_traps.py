@@ -16,8 +16,8 @@ import pytest
 
 from mhattn.grade import grade
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "grader"))
 
 from classroom_cases import SOLUTIONS  # noqa: E402
 from grader_attacks.cases import WRONG  # noqa: E402
