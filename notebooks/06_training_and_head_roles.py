@@ -351,8 +351,10 @@ assert job_cost[:, rare_k].min() / 3 > 0.1  # the rare job alone costs each of t
 #
 # ## Pruning curves
 #
-# Remove 10% of the heads at a time, either the least important ones (re-scoring importance after each round,
-# as Michel et al. do) or in a random order. The dashed random curve is the mean of only 3 orders, so at each point
+# Remove 10% of the heads at a time, either the least important ones or in a random order. The first is Michel et
+# al.'s iterative pruning (2019, §4.2): after each step the importance of the heads left is re-scored with the
+# removed ones masked (the re-scoring of the public implementation, HuggingFace's `run_bertology.py`; the glossary
+# tells it apart from one-at-a-time pruning, which `mhattn prune` also reports). The dashed random curve is the mean of only 3 orders, so at each point
 # it is one noisy draw; at half the heads (6 of 12) the cell compares it with the 100 random sixes above (their
 # median with its 95% interval, and the 10th–90th percentile of the outcomes, drawn as a bar on the figure), and
 # counts how many random sixes cost more than the six chosen by importance.
