@@ -16,7 +16,9 @@
 # %% [markdown]
 # # 02 · Scaled dot-product attention
 #
-# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V \qquad \text{(Vaswani et al. 2017, §3.2.1, eq. 1)}$$
+# Vaswani et al. (2017, §3.2.1, eq. 1):
+#
+# $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V$$
 #
 # **Learning objectives.** After this notebook you can
 #

@@ -144,7 +144,11 @@ assert np.allclose(lse, np.log(np.exp(scores).sum(-1)))  # L is each row's log-s
 #
 # one exponential per entry, with no maximum and no sum, because $L_i$ already is the row's normaliser. The softmax's backward needs $\sum_j P_{ij}\, dP_{ij}$ per row; since $dP = dO\, V^\top$ and $O = P V$, that sum equals $D_i = \sum_c dO_{ic}\, O_{ic}$ (line 4), which needs only the output, never $P$. Then for each tile:
 #
-# $$dV_j \mathrel{+}= P_{ij}^\top dO_i, \quad dP_{ij} = dO_i V_j^\top, \quad dS_{ij} = P_{ij} \circ (dP_{ij} - D_i), \quad dQ_i \mathrel{+}= dS_{ij} K_j / \sqrt{d_k}, \quad dK_j \mathrel{+}= dS_{ij}^\top Q_i / \sqrt{d_k}$$
+# $$\begin{aligned}
+# dV_j &\mathrel{+}= P_{ij}^\top dO_i, & dP_{ij} &= dO_i V_j^\top, \\
+# dS_{ij} &= P_{ij} \circ (dP_{ij} - D_i), & dQ_i &\mathrel{+}= dS_{ij} K_j / \sqrt{d_k}, \\
+# dK_j &\mathrel{+}= dS_{ij}^\top Q_i / \sqrt{d_k} & &
+# \end{aligned}$$
 #
 # (lines 12-16). **Why recomputing is cheap.** The plain backward does four matrix products per tile ($dV$, $dP$, $dQ$, $dK$); the tiled one adds a fifth, $Q K^\top$ again, and one `exp`. Counted in multiply-adds for a forward plus backward:
 

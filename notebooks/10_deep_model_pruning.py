@@ -21,8 +21,8 @@
 #   baseline, so that "removing a head costs little" is not a saturation effect;
 # - read Michel et al.'s per-layer-normalised head importance and check it against single-head ablation with a rank
 #   correlation;
-# - read a global pruning curve by importance (re-scored after every 10% of heads) against random orders, with the
-#   spread over orders and over training seeds;
+# - read a global pruning curve by Michel et al.'s iterative pruning (10% of the heads at a time, importance
+#   re-scored after each step) against random orders, with the spread over orders and over training seeds;
 # - say which layers keep how many heads when half are pruned, and which heads Voita et al.'s trained gates close;
 # - say what of the papers' findings this small model reproduces and what it cannot test.
 #
@@ -161,8 +161,10 @@ assert all(last_layer_rank(i) > last_layer_rank(r) + 5 for r, i in zip(raws, imp
 # %% [markdown]
 # ## The pruning curve
 #
-# Heads are removed from all 32 at once (global pruning): by importance, re-scored after every 10% of the heads as
-# Michel et al. do (§4.2), and along random orders. The band is the 10th to 90th percentile over the random orders,
+# Heads are removed from all 32 at once (global pruning): by Michel et al.'s iterative pruning (§4.2: 10% of the
+# heads at a time in order of increasing importance, the importance of the heads left re-scored after each step, as
+# the public implementation, HuggingFace's `run_bertology.py`, does; the glossary tells it apart from one-at-a-time
+# pruning), and along random orders. The band is the 10th to 90th percentile over the random orders,
 # the line their median; one panel per training seed.
 
 # %%

@@ -28,15 +28,35 @@
     }));
   }
 
+  // What the label under a head means: detect_roles (mhattn.heads.roles) compares two shares of the queries with
+  // data.role_threshold; "other" is a head where neither reaches it.
+  const thr = pct(data.role_threshold).replace(".00%", "%");
+  function roleTitle(model, j) {
+    const s = model.role_stats[j];
+    return `role: ${model.roles[j]}. Largest weight at offset ${s.offset >= 0 ? "+" : ""}${s.offset} for ` +
+      `${pct(s.offset_fraction)} of queries, on the sequence's rarest token for ${pct(s.rare_fraction)} (each held to ${thr})`;
+  }
+  function legend(model) {
+    const other = model.roles.filter((r) => r === "other").length;
+    return el("p", { class: "mx-legend", "data-role": "legend" },
+      `The label under each head is its role by mhattn.heads.detect_roles: offset-1 or offset+1 (offset+k in ` +
+      `general) when the head's largest weight falls that many tokens back or ahead for at least ${thr} of queries; ` +
+      `rare when it falls on the ` +
+      `sequence's rarest token for at least ${thr}; other when neither share reaches ${thr}, so detect_roles found ` +
+      `no offset or rare-token role at its threshold. "other" does not mean the head does nothing: it may share a ` +
+      `job with others or do it less often than ${thr} (hover over a head for its two shares). ` +
+      `Here ${other} of ${model.num_heads} heads are other.`);
+  }
+
   function build(root, name, model) {
     const h = model.num_heads, full = (1 << h) - 1;
     let mask = full, shown = 0;
     const single = Array.from({ length: h }, (_, j) => model.loss[full & ~(1 << j)] - model.loss[full]);
     const section = el("section", { class: "mx-model", "data-model": name });
-    section.append(el("h2", {}, name));
+    section.append(el("h2", {}, name), legend(model));
     const heads = el("div", { class: "mx-heads" });
     const buttons = single.map((_, j) => {
-      const b = el("button", { type: "button", "data-model": name, "data-head": j, "aria-pressed": "true", title: `role: ${model.roles[j]}` });
+      const b = el("button", { type: "button", "data-model": name, "data-head": j, "aria-pressed": "true", title: roleTitle(model, j) });
       b.append(el("span", {}, `head ${j}`), el("small", {}, model.roles[j]));
       b.addEventListener("click", () => { mask ^= 1 << j; shown = j; update(); });
       heads.append(b);

@@ -4,7 +4,11 @@ For each shipped 12-head checkpoint, every one of the 2^12 = 4096 head masks is 
 :class:`mhattn.heads.mask_eval.HeadMaskEvaluator` on ``mhattn prune``'s evaluation set (512 roles
 sequences, seed 12345), and one sample's attention maps are kept. Values are rounded to 6
 significant digits. Index ``m`` of ``loss``/``acc`` is the subset whose bit ``j`` is set when head
-``j`` is kept (4095: all heads, 0: none). The output ships in the repository (docs/explorer/data.json);
+``j`` is kept (4095: all heads, 0: none). Each head's role is :func:`mhattn.heads.roles.detect_roles`'s on
+the whole evaluation set, with the statistics it decides by (``role_stats``: the most frequent offset of the
+head's largest weight and the share of queries where it falls there, the share where it falls on the
+sequence's rarest token) and the threshold both shares are held to (``role_threshold``); ``"other"`` is a
+head that reaches neither. The output ships in the repository (docs/explorer/data.json);
 the site embeds it, and tests/site/test_explorer.py checks shown values against a live evaluation.
 Not run at build time (a few minutes on one core per checkpoint):
 
@@ -23,7 +27,7 @@ import numpy as np
 
 from mhattn.heads.jobs import settings_for
 from mhattn.heads.mask_eval import HeadMaskEvaluator
-from mhattn.heads.roles import attention_maps, detect_roles
+from mhattn.heads.roles import POSITIONAL_THRESHOLD, attention_maps, detect_roles
 from mhattn.training.checkpoint import load_checkpoint
 from mhattn.training.tasks import task_from_meta
 
@@ -50,6 +54,15 @@ def load(name):
     return model, task, task.eval_set(settings_for(task, {}).eval_size)
 
 
+def role_record(weights, ids, rarity):
+    """``{"roles", "role_stats"}`` of one model: :func:`detect_roles` on ``weights`` ``(1, N, h, T, T)``, with
+    the shares it compares with :data:`POSITIONAL_THRESHOLD` rounded to 3 decimals."""
+    roles = detect_roles(weights, ids, rarity, threshold=POSITIONAL_THRESHOLD)
+    stats = [{"offset": r["offset"], "offset_fraction": round(r["offset_fraction"], 3),
+              "rare_fraction": round(r["rare_fraction"], 3)} for r in roles]  # fmt: skip
+    return {"roles": [r["role"] for r in roles], "role_stats": stats}
+
+
 def model_data(name):
     """The explorer's record of checkpoint ``name`` (see the module docstring)."""
     model, task, (ids, targets) = load(name)
@@ -65,12 +78,11 @@ def model_data(name):
             print(f"{name}: {m + 1} subsets, {time.perf_counter() - t0:.0f} s", flush=True)
     seconds = time.perf_counter() - t0
     weights = attention_maps(model, ids)  # (1, N, h, T, T): the mask acts after attention, so one set of maps
-    roles = detect_roles(weights, ids, task.rarity())
     return {
         "num_heads": cfg.num_heads,
         "loss": [round_sig(r["loss"]) for r in results],
         "acc": [round_sig(r["acc"]) for r in results],
-        "roles": [r["role"] for r in roles],
+        **role_record(weights, ids, task.rarity()),
         "sample": {
             "ids": [int(i) for i in ids[SAMPLE]],
             "attention": np.round(weights[0, SAMPLE], 3).tolist(),  # (h, T, T)
@@ -93,6 +105,7 @@ def main() -> None:
         "digits": DIGITS,
         "eval_size": settings.eval_size,
         "subset_index": "bit j set = head j kept",
+        "role_threshold": POSITIONAL_THRESHOLD,
         "models": records,
     }
     seconds = {k: v.pop("seconds") for k, v in records.items()}

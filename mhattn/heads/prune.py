@@ -100,6 +100,9 @@ def michel_iterative(model, data, n_remove, step=1, start=(), evaluator=None, po
     then left out of the choice. That is the order of HuggingFace's ``run_bertology.py`` (``mask_heads``:
     importance with the head mask applied, normalised by layer, removed heads set to infinity), the public
     implementation of Michel et al. 2019 (§4.2); the paper does not say whether removed heads count in the norm.
+    With ``step`` 10% of the heads this is Michel et al.'s iterative pruning (§4.2, :func:`pruning_curve`); with
+    ``step=1``, one head at a time, it is what the course calls *one-at-a-time pruning* (the ``michel_iterative``
+    choice of :func:`run_prune`).
 
     ``evaluator``: a :class:`HeadMaskEvaluator` of ``model`` on ``data`` to reuse (built otherwise);
     it remembers the importances it has computed, so a removal order met again costs nothing. ``pool``: the flat
@@ -233,7 +236,8 @@ def _single_heads(model, data, ev, direct=False):
 
 
 def _chosen_removals(model, data, ev, out, n, pool):
-    """The ``n`` heads of ``pool`` removed by choice: least and most important, lowest single costs, Michel's order."""
+    """The ``n`` heads of ``pool`` removed by choice: least and most important, lowest single costs, one-at-a-time
+    pruning (``michel_iterative``, step 1)."""
     L, h = model.cfg.num_layers, model.cfg.num_heads
     pool = np.asarray(pool)
     imp, zero = np.ravel(out["importance"])[pool], np.ravel(out["ablation_zero_dloss"])[pool]

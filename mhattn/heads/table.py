@@ -40,7 +40,7 @@ ROWS = [  # (label, dotted field of ModelReport, kind of value: see FORMATS)
     ("random removal: median dacc", "q2_compensation.random_dacc_median", "dacc"),
     ("weakest singles: sum of singles", "q2_compensation.lowest_single_sum_of_single_dloss", "dloss"),
     ("weakest singles: removed together", "q2_compensation.lowest_single_joint_dloss", "dloss"),
-    ("Michel iterative: dloss", "q2_compensation.michel_iterative_joint_dloss", "dloss"),
+    ("one-at-a-time pruning: dloss", "q2_compensation.michel_iterative_joint_dloss", "dloss"),
     ("max output similarity", "q2_compensation.max_output_similarity", "ratio"),
     ("fine-tune recovered fraction", "q2_compensation.finetune_recovered_fraction", "acc"),
     ("random subsets improving loss", "q3_removal_improved_loss.n_random_subsets_improved", "count"),

@@ -38,3 +38,36 @@ def test_positions_without_tokens():
 def test_bad_shape():
     with pytest.raises(ValueError, match=r"\(h, T, S\)"):
         attention_heatmaps(np.zeros((3, 3)))
+
+
+def test_default_layout_fits_the_site_column_with_labels_a_reader_can_read():
+    """Notebook 01's case, 8 heads over 12 tokens: the default figure is no wider than the course site's text column
+    (688 px at a 1280 px window) at the notebooks' 80 dpi, so it is shown unshrunk, with tick labels of 10 pt or more."""
+    import io
+
+    from PIL import Image
+
+    from mhattn.plots.png import png_bytes
+
+    tokens = "the animal did not cross the street because it was too tired".split()
+    w = np.random.default_rng(0).dirichlet(np.ones(12), size=(8, 12))  # (8, 12, 12), rows sum to 1
+    fig = attention_heatmaps(w, tokens=tokens)
+    width = Image.open(io.BytesIO(png_bytes(fig, 80, bbox_inches="tight"))).size[0]
+    assert width <= 688, width
+    first = _panels(fig)[0]
+    assert [t.get_text() for t in first.get_yticklabels()] == tokens
+    assert min(t.get_fontsize() for t in first.get_yticklabels()) >= 10
+
+
+def test_many_tokens_are_labelled_every_few_without_overlap():
+    w = np.zeros((2, 64, 64))
+    tokens = [f"t{i}" for i in range(64)]
+    fig = attention_heatmaps(w, tokens=tokens, ncols=2)
+    fig.draw_without_rendering()  # constrained layout places the panels at draw time
+    first = _panels(fig)[0]
+    ticks, labels = list(first.get_yticks()), first.get_yticklabels()
+    assert 8 <= len(ticks) < 64 and [t.get_text() for t in labels] == [tokens[int(i)] for i in ticks]
+    size = labels[0].get_fontsize()
+    bbox = first.get_window_extent()  # the panel, in display pixels: rows are bbox.height / 64 apart
+    spacing_pt = (ticks[1] - ticks[0]) * bbox.height / 64 * 72 / fig.dpi
+    assert spacing_pt >= size  # neighbouring labels do not overlap

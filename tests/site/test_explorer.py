@@ -19,7 +19,7 @@ from site_browser import built_site, launch, require_browser, serve
 
 from mhattn.heads.jobs import settings_for
 from mhattn.heads.mask_eval import HeadMaskEvaluator
-from mhattn.heads.roles import attention_maps
+from mhattn.heads.roles import POSITIONAL_THRESHOLD, attention_maps, detect_roles
 from mhattn.training.checkpoint import load_checkpoint
 from mhattn.training.tasks import task_from_meta
 
@@ -165,3 +165,37 @@ def test_attention_map_is_mhattns(page, live, data, name):
     opacity = [float(cells.nth(i).get_attribute("fill-opacity")) for i in (0, T + 1, T * T - 1)]
     expect = [max(sample["attention"][head][i // T][i % T], 0.02) for i in (0, T + 1, T * T - 1)]
     assert opacity == pytest.approx(expect, abs=5e-4)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_role_stats_are_detect_roles_and_other_means_neither_share_reaches_the_threshold(live, data, name):
+    _, model, ids = live[name]
+    rec = data["models"][name]
+    assert data["role_threshold"] == POSITIONAL_THRESHOLD
+    rarity = task_from_meta(load_checkpoint(name)[1]["task"]).rarity()
+    roles = detect_roles(attention_maps(model, ids), ids, rarity)
+    assert rec["roles"] == [r["role"] for r in roles]
+    for r, s in zip(roles, rec["role_stats"], strict=True):
+        assert s["offset"] == r["offset"]
+        assert s["offset_fraction"] == pytest.approx(r["offset_fraction"], abs=5e-4)
+        assert s["rare_fraction"] == pytest.approx(r["rare_fraction"], abs=5e-4)
+        neither = max(s["offset_fraction"], s["rare_fraction"]) < data["role_threshold"]
+        assert (r["role"] == "other") == neither
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_legend_says_what_other_means_and_titles_give_the_shares(page, data, name):
+    rec = data["models"][name]
+    page.reload(wait_until="load")
+    section = page.locator(f'section[data-model="{name}"]')
+    legend = section.locator('[data-role="legend"]').inner_text()
+    assert "other when neither share reaches 90%" in legend and "no offset or rare-token role at its threshold" in legend
+    assert f"Here {rec['roles'].count('other')} of {H} heads are other." in legend
+    for j in range(H):
+        title = section.locator(f'button[data-head="{j}"]').get_attribute("title")
+        s = rec["role_stats"][j]
+        assert title.startswith(f"role: {rec['roles'][j]}. Largest weight at offset {s['offset']:+d} for ")
+        assert (
+            f"{100 * s['offset_fraction']:.2f}% of queries" in title
+            and f"rarest token for {100 * s['rare_fraction']:.2f}%" in title
+        )
