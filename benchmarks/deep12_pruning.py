@@ -24,7 +24,7 @@ import json
 import time
 from pathlib import Path
 
-from mhattn.commands.prune_jobs import settings_for  # TODO heads.jobs after the move
+from mhattn.heads.jobs import settings_for
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.prune import run_prune
 from mhattn.training.checkpoint import DATA_DIR, load_checkpoint, shipped_path
