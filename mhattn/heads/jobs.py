@@ -63,10 +63,26 @@ def settings_for(task, settings_kw):
     return PruneSettings(**{"eval_size": 512 if task.name == "roles" else 256, **settings_kw})
 
 
+def job_stem(name, settings_kw) -> str:
+    """The key of one experiment in the report: the checkpoint's file name without suffix, and ``-layer<l>`` when
+    heads are removed from layer ``l`` only."""
+    stem = Path(str(name)).stem
+    return stem if settings_kw.get("layer") is None else f"{stem}-layer{settings_kw['layer']}"
+
+
+def expand(names, settings_kw):
+    """``[(name, settings_kw)]``, one experiment each: ``layer="each"`` becomes one experiment per layer of the model."""
+    if settings_kw.get("layer") != "each":
+        return [(n, settings_kw) for n in names]
+    return [(n, {**settings_kw, "layer": layer}) for n in names for layer in range(load_checkpoint(n)[0].cfg.num_layers)]
+
+
 def measure_one(name, settings_kw):
-    """Every measurement of checkpoint ``name`` but the gates: ``(stem, details)`` (:func:`run_prune`)."""
-    model, task, stem = _load(name)
-    return stem, run_prune(model, task, settings_for(task, settings_kw), gates=False)  # works on copies
+    """Every measurement of checkpoint ``name`` but the gates, the three levels of freezing included:
+    ``(stem, details)`` (:func:`run_prune`, :func:`job_stem`)."""
+    model, task, _ = _load(name)
+    s = settings_for(task, settings_kw)
+    return job_stem(name, settings_kw), run_prune(model, task, s, gates=False, direct=True)  # works on copies
 
 
 def gates_one(name, settings_kw):
@@ -119,7 +135,8 @@ def run(names, settings_kw, jobs=1):
 
 
 def prune_all(names, settings_kw, jobs=1, figures=False):
-    """The experiment for every checkpoint, ``jobs`` worker processes at once.
+    """The experiment for every checkpoint (every layer of it with ``settings_kw["layer"] == "each"``, :func:`expand`),
+    ``jobs`` worker processes at once.
 
     Each model's measurements (:func:`measure_one`) and its gates (:func:`gates_one`, the longest single
     step) are separate tasks, queued in that order, so a worker that finishes early takes the next one.
@@ -130,18 +147,19 @@ def prune_all(names, settings_kw, jobs=1, figures=False):
     Returns:
         ``({stem: ModelReport}, {file name: PNG bytes})``, the reports in ``names`` order.
     """
+    entries, names = expand(names, settings_kw), list(dict.fromkeys(names))
     if jobs <= 1:
         reports, pngs = {}, {}
-        for n in names:
-            stem, r = _measured_report(measure_one(n, settings_kw))
-            reports[stem] = with_gates(r, gates_one(n, settings_kw))
+        for n, kw in entries:
+            stem, r = _measured_report(measure_one(n, kw))
+            reports[stem] = with_gates(r, gates_one(n, kw))
         if figures:
             pngs = {f: png for n in names for f, png in attention_pngs(n).items()}
             pngs.update(figure_pngs({n: r.figure_data() for n, r in reports.items()}))
         return reports, pngs
-    with worker_pool(min(jobs, 2 * len(names))) as pool:  # two tasks per model
-        measured = [pool.apply_async(measure_one, (n, settings_kw)) for n in names]
-        gates = [pool.apply_async(gates_one, (n, settings_kw)) for n in names]
+    with worker_pool(min(jobs, 2 * len(entries))) as pool:  # two tasks per experiment
+        measured = [pool.apply_async(measure_one, (n, kw)) for n, kw in entries]
+        gates = [pool.apply_async(gates_one, (n, kw)) for n, kw in entries]
         maps = [pool.apply_async(attention_pngs, (n,)) for n in names] if figures else []
         _wait_all(measured, watch=gates)
         # the report's figures need no gates: queued now, a worker whose gates finish first draws them

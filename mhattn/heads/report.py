@@ -17,6 +17,13 @@ ends with one "Answer: ..." sentence. :func:`~mhattn.heads.prune.run_prune` with
 direct effect (:mod:`mhattn.heads.effects`) and the frozen accuracies to ``details`` (``ablation_direct_dloss``/
 ``_dacc``, ``ablation_frozen_dacc``; ``random.frozen_dacc``, ``direct_dloss``, ``direct_dacc``); ``mhattn prune``
 does not ask for them. docs/prune_report.md documents every key.
+Version 4 added removals from one layer (``details.settings.layer``;
+``details.layer`` and ``model_num_layers``, the per-head arrays of that layer only), the three levels of freezing
+(``details.random.direct_dloss``/``direct_dacc``/``frozen_dacc``, ``details.ablation_direct_dloss``/``_dacc``,
+``ablation_frozen_dacc``; in ``expectation`` the ``direct_*`` and ``downstream_*`` fields), accuracy beside loss
+in ``expectation`` (``*_dacc*``, ``fraction_*_naive``), reason 1 as stated (``observed_median_over_mean``,
+``fraction_cheap``), ``q2_compensation.duplicated_roles`` and the matching verdicts; the conclusion is at most 200
+words, and ``mhattn prune`` also writes ``report.md``.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from mhattn.heads.answers import Compensation, RemovalImproved, UnequalContribut
 from mhattn.heads.conclusion import QUESTION, Verdicts, conclusion, verdicts
 from mhattn.heads.expectation import Expectation, expectation
 
-REPORT_VERSION = 3
+REPORT_VERSION = 4
 
 
 @dataclass
@@ -97,3 +104,15 @@ def _jsonable(x):
     if isinstance(x, np.generic):
         return x.item()
     return x
+
+
+def report_markdown(report: PruneReport) -> str:
+    """``report.md``: the question, then for each model its answer box, its conclusion and its summary."""
+    from mhattn.heads.answer_box import model_box
+    from mhattn.heads.table import table
+
+    parts = [f"# mhattn prune\n\n{report.question}\n"]
+    for name, m in report.models.items():
+        parts += [f"## {name}\n", "```\n" + model_box(name, m) + "\n```\n", f"{m.conclusion}\n", f"{m.summary}\n"]
+    parts += ["## All models\n", "```\n" + table(report.models) + "\n```\n", f"{report.seconds} s in all.\n"]
+    return "\n".join(parts)
