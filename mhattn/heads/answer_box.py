@@ -96,3 +96,36 @@ def model_box(name: str, report) -> str:
 def word_count(text: str) -> int:
     """Words as a reader counts them: runs of characters between spaces (a number is one word)."""
     return len(text.split())
+
+
+COURSE_BOX_WORDS = 150  # notebook 07's box, all models together
+
+
+def _row(name: str, e: Expectation) -> str:
+    """One model's numbers: median change [95% interval] against the naive / additive readings, loss then accuracy."""
+    lo, hi = e.observed_dloss_median_ci
+    alo, ahi = (100 * x for x in e.observed_dacc_median_ci)
+    return (f"{name}: loss {e.observed_dloss_median:+.2f} [{lo:+.2f},{hi:+.2f}] vs {e.naive_expected_dloss:+.2f}/"
+            f"{e.additive_median_dloss:+.2f}; accuracy {100 * e.observed_dacc_median:+.1f} [{alo:+.1f},{ahi:+.1f}] vs "
+            f"{100 * e.naive_expected_dacc:+.1f}/{100 * e.additive_expected_dacc:+.1f}")  # fmt: skip
+
+
+def _which(reports: dict, test) -> str:
+    """The names of the models for which ``test(report)`` holds, or "none"."""
+    names = [n for n, r in reports.items() if test(r)]
+    return ", ".join(names) if names else "none"
+
+
+def course_box(reports: dict) -> str:
+    """Notebook 07's answer box: one row of numbers per model (median change in loss, nats, and accuracy, points,
+    with 95% intervals, against the naive/additive readings), then each reason of the usual answer and the models
+    whose data support it. At most :data:`COURSE_BOX_WORDS` words for up to six models."""
+    lines = ["Six of twelve heads removed at random, median [95% interval] vs naive/additive:",
+             *(_row(n, r.expectation) for n, r in reports.items()),
+             f'"{REASON_WORDS["little"]}": a typical removal is cheap in {_which(reports, lambda r: r.verdicts.typical_cheap)}',
+             f'"{REASON_WORDS["overlap"]}": duplicated roles in {_which(reports, lambda r: r.verdicts.duplicated_roles)}',
+             f'"{REASON_WORDS["compensate"]}": the later layers do in '
+             f"{_which(reports, lambda r: bool(r.verdicts.downstream_compensates))}; surviving heads in "
+             f"{_which(reports, lambda r: r.verdicts.reason2_compensation_holds)}",
+             f'"{REASON_WORDS["noise"]}": seen in {_which(reports, lambda r: r.verdicts.reason3_noise_holds)}']  # fmt: skip
+    return "\n".join(lines)
