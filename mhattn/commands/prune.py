@@ -32,13 +32,13 @@ TASK_DEFAULTS = {"text-deep12": {"n_random": 200, "gate_steps": 0, "layer": "eac
 
 
 def _layer(text: str):
-    """argparse type: a layer number or ``each``."""
-    if text == "each":
+    """argparse type: a layer number, ``each`` (every layer in turn) or ``none`` (from any layer)."""
+    if text in ("each", "none"):
         return text
     try:
         return non_negative_int(text)
     except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"must be a layer number (0, 1, ...) or 'each', got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a layer number (0, 1, ...), 'each' or 'none', got {text!r}") from None
 
 
 def _checkpoint(text: str) -> str:
@@ -58,8 +58,8 @@ def add_parser(sub, name):
     p.add_argument("--remove", type=positive_int, default=6,
                    help="heads removed at once, 1 to the model's number of heads (L*h; with --layer, h)")  # fmt: skip
     p.add_argument("--layer", type=_layer, default=None,
-                   help="remove heads of this layer only, or of each layer in turn ('each'); default: from any layer "
-                        "(text-deep12: each)")  # fmt: skip
+                   help="remove heads of this layer only, of each layer in turn ('each') or of any layer ('none'); "
+                        "default: none (text-deep12: each)")  # fmt: skip
     p.add_argument("--n-random", type=int_in(1, 100_000), default=None,
                    help="random subsets of --remove heads; default 100 (text-deep12: 200)")  # fmt: skip
     p.add_argument("--eval-size", type=int_in(1, 100_000), default=None,
@@ -111,7 +111,8 @@ def options(args) -> dict:
     """``--n-random``, ``--gate-steps`` and ``--layer`` as given, else the task's defaults (:data:`TASK_DEFAULTS`)."""
     given = {"n_random": args.n_random, "gate_steps": args.gate_steps, "layer": args.layer}
     task = TASK_DEFAULTS.get(args.task, {}) if not args.checkpoint else {}
-    return {k: v if v is not None else task.get(k, OPTION_DEFAULTS[k]) for k, v in given.items()}
+    chosen = {k: v if v is not None else task.get(k, OPTION_DEFAULTS[k]) for k, v in given.items()}
+    return {**chosen, "layer": None if chosen["layer"] == "none" else chosen["layer"]}
 
 
 def main(args) -> int:

@@ -28,7 +28,7 @@ def report(tmp_path_factory):
 def test_prune_writes_the_report_keys_for_both_roles_models(report):
     out, rep = report
     assert set(rep["models"]) == {"roles-plain", "roles-headdropout"}
-    assert rep["report_version"] == 3 and "six are removed at random" in rep["question"]
+    assert rep["report_version"] == 4 and "six are removed at random" in rep["question"]
     for m in rep["models"].values():
         assert {"q1_unequal_contribution", "q2_compensation", "q3_removal_improved_loss", "summary", "details"} <= set(m)
         assert {"expectation", "verdicts", "conclusion"} <= set(m)
@@ -65,8 +65,12 @@ def test_prune_table_is_printed(capsys, tmp_path):
         cli.main(["prune", "--checkpoint", "roles-plain", *SMALL, "--gate-steps", "0", "--no-plots", "--out", str(tmp_path)]) == 0
     )
     text = capsys.readouterr().out
-    assert "random removal: median dloss" in text and "[roles-plain]" in text
-    assert text.startswith("Question: A layer has twelve heads") and "[roles-plain] conclusion: " in text
+    assert "random removal: median dloss" in text and "roles-plain: 6 of 12 heads removed at random" in text
+    assert text.startswith("Question: A layer has twelve heads") and "report.md" in text
+    box = text.split("\n\n")[1]  # the answer box comes first, at most 120 words, loss and accuracy
+    assert box.startswith("roles-plain: 6 of 12") and len(box.split()) <= 120 and "accuracy" in box
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert box in md and "Answer:" in md  # the details stay in report.md
     assert "additive expectation: dloss" in text and "naive expectation: dloss" in text
     assert not (tmp_path / "importance.png").exists()
 
@@ -190,12 +194,18 @@ def test_the_report_figures_do_not_read_the_gates(report):
 
 def test_prune_option_defaults_are_the_prune_settings_defaults():
     """The command and the library (and so notebook 07, which asserts PruneSettings) run the same experiment."""
+    from mhattn.commands.prune import options
     from mhattn.heads.prune import PruneSettings
 
     args = cli.build_parser().parse_args(["prune"])
     s = PruneSettings()
-    fields = ["n_random", "curve_orders", "finetune_steps", "gate_steps", "l0_lambda", "seed"]
+    fields = ["curve_orders", "finetune_steps", "l0_lambda", "seed"]
     assert {f: getattr(args, f) for f in fields} == {f: getattr(s, f) for f in fields}
+    assert options(args) == {"n_random": s.n_random, "gate_steps": s.gate_steps, "layer": s.layer}
+    deep = options(cli.build_parser().parse_args(["prune", "--task", "text-deep12"]))
+    assert deep == {"n_random": 200, "gate_steps": 0, "layer": "each"}  # the course's question in every layer
+    given = options(cli.build_parser().parse_args(["prune", "--task", "text-deep12", "--layer", "2", "--n-random", "7"]))
+    assert given == {"n_random": 7, "gate_steps": 0, "layer": 2}
     assert args.remove == s.n_remove
     assert args.eval_size is None  # the task decides: 512 roles sequences = PruneSettings.eval_size
     assert s.eval_size == 512
@@ -215,3 +225,28 @@ def test_prune_command_takes_the_deep_task():
     assert DEFAULTS["text-deep"] == ["text-deep"] and DEFAULTS["roles"] == ["roles-plain", "roles-headdropout"]
     with pytest.raises(UsageError, match="has 32 heads"):
         check(parser.parse_args(["prune", "--task", "text-deep", "--remove", "33"]))
+
+
+def test_prune_command_asks_the_question_of_one_layer_of_the_twelve_head_deep_model():
+    """``--task text-deep12`` removes from one layer at a time: ``--remove`` is bounded by a layer's 12 heads and
+    ``--layer`` by its 4 layers; a bad ``--layer`` names the option and what it takes."""
+    import argparse
+
+    from mhattn.commands import UsageError
+    from mhattn.commands.prune import add_parser, check
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(), "prune")
+    check(parser.parse_args(["prune", "--task", "text-deep12", "--remove", "12"]))
+    with pytest.raises(UsageError, match="has 12 heads"):
+        check(parser.parse_args(["prune", "--task", "text-deep12", "--remove", "13"]))
+    with pytest.raises(UsageError, match=r"argument --layer: .*has 4 layers\), got 4"):
+        check(parser.parse_args(["prune", "--task", "text-deep12", "--layer", "4"]))
+    check(parser.parse_args(["prune", "--task", "text-deep12", "--layer", "none", "--remove", "48"]))  # any layer
+
+
+@pytest.mark.parametrize("bad", ["-1", "two", "1.5"])
+def test_a_bad_layer_option_says_what_it_takes(bad, capsys):
+    with pytest.raises(SystemExit) as err:
+        cli.main(["prune", "--layer", bad])
+    assert err.value.code == 2 and "must be a layer number (0, 1, ...), 'each' or 'none'" in capsys.readouterr().err
