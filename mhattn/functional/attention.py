@@ -1,4 +1,4 @@
-"""Step 3: scaled dot-product attention, each head on its own.
+"""Step 3 (numbered as in :mod:`~mhattn.functional.mha`): scaled dot-product attention, each head on its own.
 
 Vaswani et al. 2017, §3.2.1, eq. (1):
 ``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V``, with an optional mask
@@ -25,7 +25,7 @@ import math
 from typing import NamedTuple
 
 from mhattn.backend import array_namespace, broadcasts_to, read_only
-from mhattn.functional.checks import check_attention_inputs, check_dropout
+from mhattn.functional.validate import check_attention_inputs, check_dropout
 from mhattn.functional.masks import add_mask, cast_mask, check_mask_kind, dead_keys
 from mhattn.functional.softmax import SoftmaxCache, masked_softmax, softmax_backward
 from mhattn.xp_extra import uniform

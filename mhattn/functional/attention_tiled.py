@@ -1,4 +1,4 @@
-"""Step 3, in linear memory: tiled (FlashAttention-style) attention, forward and backward.
+"""Step 3 (numbered as in :mod:`~mhattn.functional.mha`) in linear memory: tiled (FlashAttention-style) attention.
 
 The plain path (:mod:`mhattn.functional.attention`) stores the ``(B, h, T, S)``
 weights. Here a block of ``block_q`` queries meets the keys one tile of
@@ -51,7 +51,7 @@ from typing import NamedTuple
 
 from mhattn.backend import array_namespace, broadcasts_to, device_of
 from mhattn.functional import tile_threads as tiles
-from mhattn.functional.checks import check_float_array
+from mhattn.functional.validate import check_float_array
 from mhattn.functional.masks import add_mask, cast_mask, check_mask_kind, dead_keys
 
 

@@ -1,4 +1,4 @@
-"""Step 1 and step 5 of multi-head attention: the affine maps ``x @ W + b``.
+"""Steps 1 and 6 of multi-head attention (numbered as in :mod:`~mhattn.functional.mha`): the affine maps ``x @ W + b``.
 
 Vaswani et al. 2017, §3.2.2: ``Q = X W^Q``, ``K = X W^K``, ``V = X W^V`` and
 the output projection ``Concat(head_1..head_h) W^O``. Weights are stored

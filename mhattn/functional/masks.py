@@ -22,7 +22,7 @@ from mhattn.backend import (
     is_array,
     is_numpy,
 )
-from mhattn.functional.checks import ARRAY_KINDS
+from mhattn.functional.validate import ARRAY_KINDS
 
 
 def causal_mask(T: int, S: int | None = None, xp=None, *, device=None):

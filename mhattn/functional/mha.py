@@ -11,7 +11,8 @@ Forward steps (numbered; the backward undoes them in reverse)::
 
     1. Q, K, V = query W_q + b_q, key W_k + b_k, value W_v + b_v   (B, T|S, d_model)
     2. split:   q, k, v                                              (B, h, T|S, d_k)
-    3. per-head attention                                            (B, h, T, d_k)
+    3. per-head attention: 3a scores q k^T / sqrt(d_k), 3b softmax,  (B, h, T, d_k)
+       3c weights @ v (attention.py, softmax.py)
     4. head mask: head_i *= ξ_i                                      (B, h, T, d_k)
     5. concat                                                        (B, T, d_model)
     6. out = concat W_o + b_o                                        (B, T, d_model)
@@ -24,8 +25,8 @@ from typing import NamedTuple
 from mhattn.backend import array_namespace, device_of, is_numpy, read_only
 from mhattn.functional.attention import AttentionCache, attend, scaled_dot_product_attention_backward
 from mhattn.functional.attention_tiled import TiledAttentionCache, tiled_attention_backward, tiled_attention_forward
-from mhattn.functional.checks import check_dropout, check_mha_inputs
-from mhattn.functional.heads import (
+from mhattn.functional.validate import check_dropout, check_mha_inputs
+from mhattn.functional.split_heads import (
     HeadsCache,
     combine_heads_backward,
     combine_heads_forward,
@@ -152,8 +153,8 @@ def multi_head_attention_forward(
     so its own output row (and, through it, the weight gradients) still sees what it holds.
 
     Raises:
-        TypeError, ValueError: see :func:`mhattn.functional.checks.check_mha_inputs`,
-        :func:`mhattn.functional.checks.check_dropout` and :func:`mhattn.functional.masks.merge_masks`;
+        TypeError, ValueError: see :func:`mhattn.functional.validate.check_mha_inputs`,
+        :func:`mhattn.functional.validate.check_dropout` and :func:`mhattn.functional.masks.merge_masks`;
         ValueError for ``tiled`` with dropout. Arrays of two libraries: TypeError; on two devices: ValueError.
     """
     check_mha_inputs(query, key, value, params, num_heads, head_mask)

@@ -1,4 +1,4 @@
-"""Step 3b: the row-wise softmax that turns scores into attention weights.
+"""Step 3b (numbered as in :mod:`~mhattn.functional.mha`): the row-wise softmax that turns scores into weights.
 
 Vaswani et al. 2017, eq. (1): ``softmax(Q K^T / sqrt(d_k))``. Stable: the row
 maximum is subtracted first, so ``exp`` never overflows. A masked entry is

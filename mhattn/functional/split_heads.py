@@ -1,4 +1,4 @@
-"""Step 2 and step 4: split d_model into h heads of d_k, and the concat back.
+"""Steps 2 and 5 (numbered as in :mod:`~mhattn.functional.mha`): split d_model into h heads of d_k; the concat back.
 
 Vaswani et al. 2017, §3.2.2: each head works on ``d_k = d_model / h``
 dimensions; ``MultiHead = Concat(head_1, ..., head_h) W^O``. Both ops only
