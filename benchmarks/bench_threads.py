@@ -5,7 +5,7 @@ worktree of main), alternated ABBA so both see the same load; inside each subpro
 ``torch.nn.MultiheadAttention`` (CPU, its default threads) alternate call by call. Printed: medians per shape, the
 ratios mhattn/torch for each tree and new/old. Shapes: self-attention, float32, d_model 512, h 8,
 ``need_weights=False`` (so the "auto" kernel takes the tiled path at the large shapes): B1 T2048, B2 T1024, the
-reference B16 T128; and exercise size (B2 T16 d_model 64 h4, mhattn only, new/old). ``--memory`` adds the peak
+reference B16 T128; and exercise size (B2 T16 d_model 64 h4, mhattn only, new/old, CPU time). ``--memory`` adds the peak
 traced memory of one tiled forward + backward at B1 T8192 against one ``(h, T, T)`` float32 array.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/bench_threads.py --old /path/to/main
@@ -35,43 +35,53 @@ def _fwd_bwd(module, x, dout):
     module.backward(dout)
 
 
-def _worker(reps: int, exercise_calls: int) -> dict:
+def _time_shape(B, T, d, h, reps, rng) -> dict:
+    """Seconds of ``reps`` mhattn and torch forward + backward calls at one shape, alternated call by call."""
     import numpy as np
     import torch
+
+    from mhattn import MultiHeadAttention
+
+    x, dout = (rng.standard_normal((B, T, d)).astype(np.float32) for _ in range(2))
+    ours, ref = MultiHeadAttention(d, h, seed=0), torch.nn.MultiheadAttention(d, h, batch_first=True)
+    xt, dt = torch.from_numpy(x).requires_grad_(True), torch.from_numpy(dout)
+
+    def run_torch():
+        xt.grad = None
+        ref.zero_grad(set_to_none=True)
+        ref(xt, xt, xt, need_weights=False)[0].backward(dt)
+
+    calls = {"mhattn": lambda: _fwd_bwd(ours, x, dout), "torch": run_torch}
+    times = {key: [] for key in calls}
+    for f in calls.values():  # warm up
+        f()
+    for _ in range(reps):
+        for key, f in calls.items():
+            t0 = time.perf_counter()
+            f()
+            times[key].append(time.perf_counter() - t0)
+    return times
+
+
+def _worker(reps: int, exercise_calls: int) -> dict:
+    import numpy as np
     from threadpoolctl import threadpool_info
 
     from mhattn import MultiHeadAttention
 
     rng = np.random.default_rng(0)
     out = {"blas": [(i.get("internal_api"), i.get("architecture"), i.get("num_threads")) for i in threadpool_info()]}
-    for name, (B, T, d, h) in SHAPES.items():
-        x, dout = (rng.standard_normal((B, T, d)).astype(np.float32) for _ in range(2))
-        ours, ref = MultiHeadAttention(d, h, seed=0), torch.nn.MultiheadAttention(d, h, batch_first=True)
-        xt, dt = torch.from_numpy(x).requires_grad_(True), torch.from_numpy(dout)
-
-        def run_torch():
-            xt.grad = None
-            ref.zero_grad(set_to_none=True)
-            ref(xt, xt, xt, need_weights=False)[0].backward(dt)
-
-        times = {"mhattn": [], "torch": []}
-        for f in (lambda: _fwd_bwd(ours, x, dout), run_torch):  # warm up
-            f()
-        for _ in range(reps):
-            for key, f in (("mhattn", lambda: _fwd_bwd(ours, x, dout)), ("torch", run_torch)):
-                t0 = time.perf_counter()
-                f()
-                times[key].append(time.perf_counter() - t0)
-        out[name] = times
+    for name, shape in SHAPES.items():
+        out[name] = _time_shape(*shape, reps, rng)
     B, T, d, h = EXERCISE
     x, dout = (rng.standard_normal((B, T, d)).astype(np.float32) for _ in range(2))
     small = MultiHeadAttention(d, h, seed=0)
     samples = []
     for _ in range(reps + 2):
-        t0 = time.perf_counter()
+        t0 = time.process_time()  # CPU seconds of this process: less sensitive to other processes than wall time
         for _ in range(exercise_calls):
             _fwd_bwd(small, x, dout)
-        samples.append((time.perf_counter() - t0) / exercise_calls)
+        samples.append((time.process_time() - t0) / exercise_calls)
     out["exercise"] = samples
     return out
 
@@ -132,14 +142,16 @@ def main():
         extra = f"  {med['new'][s]['mhattn'] / med['old'][s]['mhattn']:7.3f}" if a.old else ""
         print(f"{s:24s} " + "  ".join(cells) + extra + f"   (torch {med['new'][s]['torch'] * 1e3:.1f} ms)")
     ex = {k: statistics.median(t for run in v for t in run["exercise"]) for k, v in runs.items()}
-    print(f"exercise size B2 T16 d64 h4: " + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in ex.items())
+    print("exercise size B2 T16 d64 h4: " + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in ex.items())
           + (f", new/old {ex['new'] / ex['old']:.3f}" if a.old else ""))  # fmt: skip
     if a.memory:
         cmd = [sys.executable, __file__, "--memory-worker"]
         mem = json.loads(subprocess.run(cmd, env=dict(os.environ, PYTHONPATH=str(HERE)), capture_output=True,
                                         text=True, check=True).stdout.strip().splitlines()[-1])  # fmt: skip
-        print(f"peak traced memory, tiled fwd+bwd B1 T8192: {mem['peak_bytes'] / 2**20:.1f} MiB = "
-              f"{mem['ratio']:.3f} of one (h, T, T) float32 array (goal <= 0.15)")
+        print(
+            f"peak traced memory, tiled fwd+bwd B1 T8192: {mem['peak_bytes'] / 2**20:.1f} MiB = "
+            f"{mem['ratio']:.3f} of one (h, T, T) float32 array (goal <= 0.15)"
+        )
 
 
 def _cpu() -> str:

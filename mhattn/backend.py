@@ -5,7 +5,8 @@ scikit-learn and SciPy do with ``array_api_compat.array_namespace``. Plain NumPy
 (NumPy 2 has the standard's names: ``concat``, ``permute_dims``, ``x.mT``, ``astype``, ``isdtype``) as
 :data:`mhattn.executor.NUMPY`: NumPy's own functions, with ``matmul`` pooled inside a large call and
 ``reshape``/``sum``/``permute_dims`` by the array's methods, so the steps read ``xp.reshape`` at the
-speed of ``a.reshape``; any other array (CuPy, torch, array-api-strict) gets its array-api-compat namespace. New arrays are made on the inputs' device (``device=device_of(x)``).
+speed of ``a.reshape``; any other array (CuPy, torch, array-api-strict) gets its array-api-compat namespace.
+New arrays are made on the inputs' device (``device=device_of(x)``).
 
 The *current backend* decides only where arrays made from nothing go: parameters, :func:`asarray` data,
 loaded checkpoints. Choose it with :func:`set_backend`, :func:`use_backend` or ``MHATTN_BACKEND`` (read once,

@@ -34,6 +34,7 @@ _POOLS = {}  # workers -> ThreadPoolExecutor, made once and kept (another call m
 _CONTROLLER = []  # [threadpoolctl.ThreadpoolController], made once: a scan of the loaded libraries costs 1-30 ms
 _LOCK = threading.Lock()
 _local = threading.local()  # .workers: the pool size while this thread runs a pooled call (0: not pooled)
+_ACTIVE = [0]  # pooled calls running in any thread
 
 
 def _controller():
@@ -77,25 +78,39 @@ def workers() -> int:
     return getattr(_local, "workers", 0)
 
 
-@contextlib.contextmanager
+_AS_IS = contextlib.nullcontext()
+
+
 def pooled(work: float = float("inf")):
     """Run the block as one pooled call when ``work`` (its multiply-adds) reaches :data:`MIN_CALL_WORK`.
 
     Inside: BLAS at one thread, and :func:`matmul` and :func:`run_items` split their work over
-    :func:`thread_budget` threads. Nested blocks, small calls and a budget of one thread run as they are.
+    :func:`thread_budget` threads. Nested blocks, small calls and a budget of one thread run as they are
+    (a small call pays one comparison: an exercise-size MHA step takes ~200 µs).
     """
-    if workers() or work < MIN_CALL_WORK:
-        yield
-        return
+    if work < MIN_CALL_WORK or workers():
+        return _AS_IS
+    return _pooled()
+
+
+@contextlib.contextmanager
+def _pooled():
     budget = thread_budget()
     if budget < 2 or _controller() is None:
         yield
         return
     limiter = _controller().limit(limits=1, user_api="blas")
     _local.workers = budget
+    with _LOCK:
+        _ACTIVE[0] += 1
+        NUMPY.matmul = matmul  # while no call is pooled, NUMPY.matmul is numpy.matmul itself: no cost when small
     try:
         yield
     finally:
+        with _LOCK:
+            _ACTIVE[0] -= 1
+            if not _ACTIVE[0]:
+                NUMPY.matmul = np.matmul
         _local.workers = 0
         limiter.restore_original_limits()
 
@@ -143,18 +158,6 @@ def matmul(a, b, /, **kwargs):
     return out
 
 
-class _NumPy(types.ModuleType):
-    """NumPy as :func:`mhattn.backend.array_namespace` gives it to plain NumPy arrays: every name is NumPy's own
-    object, except ``matmul`` (:func:`matmul`: pooled inside a pooled call) and three functions that call the
-    array's method directly, the same view or sum without NumPy's Python dispatch (``np.reshape`` costs 0.45 µs
-    more than ``a.reshape``, ``np.sum`` 1 µs, ``np.permute_dims`` 0.3 µs: a tenth of a step at exercise size)."""
-
-    def __getattr__(self, name):  # the first use of a name copies it from NumPy; later uses are plain lookups
-        value = getattr(np, name)
-        setattr(self, name, value)
-        return value
-
-
 def _reshape(x, /, shape, *, copy=None):
     return x.reshape(shape) if copy is None and type(x) is np.ndarray else np.reshape(x, shape, copy=copy)
 
@@ -169,9 +172,16 @@ def _permute_dims(x, /, axes):
     return x.transpose(axes) if type(x) is np.ndarray else np.permute_dims(x, axes)
 
 
-NUMPY = _NumPy("numpy", np.__doc__)
-NUMPY.__version__ = np.__version__
-NUMPY.matmul, NUMPY.reshape, NUMPY.sum, NUMPY.permute_dims = matmul, _reshape, _sum, _permute_dims
+# NumPy as :func:`mhattn.backend.array_namespace` gives it to plain NumPy arrays: every name is NumPy's own object
+# (copied into a module's dict, so a lookup costs what ``np.<name>`` costs; a name NumPy loads lazily comes through
+# the module's ``__getattr__``), except ``matmul`` (:func:`matmul` while a call is pooled, ``numpy.matmul``
+# otherwise) and three functions that call the array's method directly, the same view or sum without NumPy's Python
+# dispatch (``np.reshape`` costs 0.45 µs more than ``a.reshape``, ``np.sum`` 1 µs, ``np.permute_dims`` 0.3 µs: a
+# tenth of a step at exercise size).
+NUMPY = types.ModuleType("numpy", np.__doc__)
+NUMPY.__dict__.update({k: v for k, v in vars(np).items() if not k.startswith("__") or k == "__version__"})
+NUMPY.__getattr__ = lambda name: getattr(np, name)
+NUMPY.matmul, NUMPY.reshape, NUMPY.sum, NUMPY.permute_dims = np.matmul, _reshape, _sum, _permute_dims  # matmul: see _pooled
 
 
 def is_numpy(xp) -> bool:

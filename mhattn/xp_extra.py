@@ -18,9 +18,9 @@ pooled ``matmul``, is :data:`mhattn.executor.NUMPY`):
 
 from __future__ import annotations
 
-import numpy as np
-
 from typing import NamedTuple
+
+import numpy as np
 
 from mhattn.backend import _library, device_of, is_numpy
 

@@ -25,9 +25,9 @@ import math
 from typing import NamedTuple
 
 from mhattn.backend import array_namespace, broadcasts_to, read_only
-from mhattn.functional.validate import check_attention_inputs, check_dropout
 from mhattn.functional.masks import add_mask, cast_mask, check_mask_kind, dead_keys
 from mhattn.functional.softmax import SoftmaxCache, masked_softmax, softmax_backward
+from mhattn.functional.validate import check_attention_inputs, check_dropout
 from mhattn.xp_extra import uniform
 
 

@@ -25,8 +25,9 @@ tile is recomputed from the per-row log-sum-exp L, with ``D = rowsum(dO * O)``
 Tile sizes (benchmarks/bench_tiled.py, benchmarks/RESULTS.md): on NumPy blocks of 256 queries and key
 tiles sized from the L2 cache the OS reports for one core (:func:`mhattn.executor.plan_blocks`): a
 ``(256, block_k)`` score tile fills at most half of it, so 512 keys for 1 MiB of L2 in float32 and 1024
-for 2 MiB (1 MiB assumed where the OS does not say); full rows at S = 2048 measured about 18% slower. Any ``block_k`` gives the same results (the tests and notebook 09
-use small ones); at S <= 1024 the tile is the whole row and the rescaling never runs.
+for 2 MiB (1 MiB assumed where the OS does not say); full rows at S = 2048 measured about 18% slower.
+Any ``block_k`` gives the same results (the tests and notebook 09 use small ones); when the tile is the
+whole row the rescaling never runs.
 
 Masks and conventions are the plain path's: ``mask`` bool (True = not allowed) or
 float (added), broadcastable to ``(B, h, T, S)``; ``causal=True`` masks key s > query t
@@ -51,8 +52,8 @@ from typing import NamedTuple
 
 from mhattn import executor
 from mhattn.backend import array_namespace, broadcasts_to, device_of
-from mhattn.functional.validate import check_float_array
 from mhattn.functional.masks import add_mask, cast_mask, check_mask_kind, dead_keys
+from mhattn.functional.validate import check_float_array
 from mhattn.xp_extra import contiguous, exp_in_place, fill_where, key_norm, matmul_into, shift_free, workspace
 
 

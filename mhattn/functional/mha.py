@@ -25,7 +25,8 @@ from typing import NamedTuple
 from mhattn.backend import array_namespace, device_of, read_only
 from mhattn.functional.attention import AttentionCache, attend, scaled_dot_product_attention_backward
 from mhattn.functional.attention_tiled import TiledAttentionCache, tiled_attention_backward, tiled_attention_forward
-from mhattn.functional.validate import check_dropout, check_mha_inputs
+from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
+from mhattn.functional.masks import cast_mask, causal_mask, dead_keys, merge_masks
 from mhattn.functional.split_heads import (
     HeadsCache,
     combine_heads_backward,
@@ -33,8 +34,7 @@ from mhattn.functional.split_heads import (
     split_heads_backward,
     split_heads_forward,
 )
-from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
-from mhattn.functional.masks import cast_mask, causal_mask, dead_keys, merge_masks
+from mhattn.functional.validate import check_dropout, check_mha_inputs
 from mhattn.xp_extra import contiguous
 
 PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
