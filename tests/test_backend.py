@@ -159,6 +159,28 @@ def test_asarray_goes_to_the_current_backend_and_device(backend):
         assert backend.is_here(mhattn.asarray(other))
 
 
+def test_python_floats_become_float64_on_every_backend_unless_a_dtype_is_given(backend):
+    """torch alone would make float32 of a list of floats; mhattn.asarray keeps NumPy's rule everywhere."""
+    x = mhattn.asarray([[0.5, 1.5], [2.5, 3.5]])
+    assert backend.is_here(x) and x.dtype == backend.xp.float64
+    assert mhattn.asarray([1, 2]).dtype == backend.xp.int64 and mhattn.asarray([True]).dtype == backend.xp.bool
+    assert mhattn.asarray([0.5], dtype="float32").dtype == backend.xp.float32
+    np.testing.assert_array_equal(backend.to_numpy(x), [[0.5, 1.5], [2.5, 3.5]])
+
+
+def test_asarray_like_goes_to_that_arrays_library_and_device_whatever_the_backend(backend):
+    like = backend.asarray(np.zeros(3, np.float32))
+    with mhattn.use_backend("numpy"):  # the current backend plays no part with like=
+        moved = mhattn.asarray([1.0, 2.0, 3.0], like=like)
+        cast = mhattn.asarray(np.arange(3.0), dtype=like.dtype, like=like)
+        ids = mhattn.asarray(np.array([0, 2]), like=like)
+    assert backend.is_here(moved) and moved.dtype == backend.xp.float64
+    assert backend.is_here(cast) and cast.dtype == backend.xp.float32
+    assert backend.is_here(ids) and ids.dtype == backend.xp.int64
+    assert mhattn.asarray(like, like=like) is like  # already there, same dtype: the same array
+    np.testing.assert_array_equal(backend.to_numpy(cast), [0.0, 1.0, 2.0])
+
+
 def test_same_seed_same_weights_on_every_backend(backend):
     with mhattn.use_backend("numpy"):
         host = mhattn.MultiHeadAttention(16, 4, seed=11)
