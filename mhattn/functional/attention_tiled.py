@@ -26,13 +26,11 @@ Tile sizes (benchmarks/bench_tiled.py, benchmarks/RESULTS.md): on NumPy blocks o
 tiles sized from the L2 cache the OS reports for one core (:func:`mhattn.executor.plan_blocks`): a
 ``(256, block_k)`` score tile fills at most half of it, so 512 keys for 1 MiB of L2 in float32 and 1024
 for 2 MiB (1 MiB assumed where the OS does not say); full rows at S = 2048 measured about 18% slower.
-Any ``block_k`` gives the same results (the tests and notebook 09 use small ones); when the tile is the
-whole row the rescaling never runs.
+Any ``block_k`` gives the same results (tests and notebook 09 use small ones); a whole-row tile never rescales.
 
-Masks and conventions are the plain path's: ``mask`` bool (True = not allowed) or
-float (added), broadcastable to ``(B, h, T, S)``; ``causal=True`` masks key s > query t
-(torch's top-left ``is_causal``) and skips the tiles that lie wholly above the diagonal.
-A query with no allowed key gets output 0, ``L = -inf`` and zero gradients.
+Masks and conventions are the plain path's: ``mask`` bool (True = not allowed) or float (added), broadcastable
+to ``(B, h, T, S)``; ``causal=True`` masks key s > query t (torch's top-left ``is_causal``) and skips the tiles
+wholly above the diagonal. A query with no allowed key gets output 0, ``L = -inf`` and zero gradients.
 No dropout here: it needs the ``(T, S)`` keep-mask, so it stays on the plain path.
 Any array-API library runs it. On NumPy the (batch, head) pairs run on one pool of threads with BLAS at one
 thread (:mod:`mhattn.executor`) and tiles reuse buffers (:mod:`mhattn.xp_extra`); elsewhere all pairs go at
