@@ -22,10 +22,9 @@ tile is recomputed from the per-row log-sum-exp L, with ``D = rowsum(dO * O)``
     dS_ij = P_ij * (dP_ij - D_i)            line 14
     dQ_i += dS_ij K_j,  dK_j += dS_ij^T Q_i  lines 15-16 (times 1/sqrt(d_k))
 
-Tile sizes (benchmarks/bench_tiled.py, benchmarks/RESULTS.md): on NumPy blocks of 256 queries and key
-tiles sized from the L2 cache the OS reports for one core (:func:`mhattn.executor.plan_blocks`): a
-``(256, block_k)`` score tile fills at most half of it, so 512 keys for 1 MiB of L2 in float32 and 1024
-for 2 MiB (1 MiB assumed where the OS does not say); full rows at S = 2048 measured about 18% slower.
+Tile sizes (benchmarks/RESULTS.md): on NumPy blocks of 256 queries, key tiles sized from one core's L2 as the OS
+reports it (:func:`mhattn.executor.plan_blocks`): a ``(256, block_k)`` score tile fills at most half of it, so 512
+keys for 1 MiB of L2 in float32, 1024 for 2 MiB (1 MiB where the OS does not say); full rows at S = 2048 ran ~18% slower.
 Any ``block_k`` gives the same results (tests and notebook 09 use small ones); a whole-row tile never rescales.
 
 Masks and conventions are the plain path's: ``mask`` bool (True = not allowed) or float (added), broadcastable
