@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One-go GPU check (issues 10, 18): the test legs on CuPy and torch CUDA, then plain and tiled attention against torch CUDA.
+# One-go GPU check (issues 10, 18, 28): the test legs on CuPy and torch CUDA, plain and tiled attention against torch CUDA,
+# and the pooled NumPy path's CPU figures beside them.
 #
 #   bash benchmarks/gpu_check.sh            # from the repository root; about 5 minutes on an H200
 #
@@ -8,10 +9,13 @@
 # 2. (CuPy and CUDA torch both there) benchmarks/gpu_bench.py and attention_scaling.py write, for notebook 08:
 #      mhattn/data/gpu_check.json                 plain/tiled/torch times at B 32, T 1024 and B 1, T 8192
 #      mhattn/data/attention_scaling_cupy.json    forward/backward time against T on CuPy
+# 3. (torch there) the pooled NumPy path's CPU figures beside them: benchmarks/bench_threads.py, one round (MHA
+#    forward + backward against torch's CPU MultiheadAttention at B1 T2048, B2 T1024, B16 T128; the BLAS kernel and
+#    CPU named), printed here and kept in mhattn/data/gpu_check_cpu.txt, with OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE unset.
 # Needs: NumPy 2, pytest, array-api-compat, and CuPy with a CUDA device (cupy-cuda13x or cupy-cuda12x) and/or a CUDA
 # build of torch; no nbval, no network. Without any GPU library it stops at once (exit 2), checking and writing
 # nothing: it never passes silently. Exit 1 when a leg fails or runs no test; 0 when every leg available passed.
-# Time caps 300 + 150 + 60 s keep it under 9 minutes.
+# Time caps 300 + 150 + 60 + 150 s keep it under 11 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
@@ -69,9 +73,23 @@ else
   summary[benchmarks]="not run (they need CuPy and CUDA torch both)"
 fi
 
+if "$PY" -c "import torch, threadpoolctl" 2>/dev/null; then
+  echo "== the pooled NumPy path on this machine's CPU =="
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE timeout 150 "$PY" benchmarks/bench_threads.py --rounds 1 --reps 3 \
+    --exercise-calls 100 | tee mhattn/data/gpu_check_cpu.txt
+  rc=${PIPESTATUS[0]}
+  if [ "$rc" -eq 0 ]; then
+    summary[cpu_pooled]="wrote mhattn/data/gpu_check_cpu.txt"
+  else
+    summary[cpu_pooled]="FAILED (rc $rc)"; status=1
+  fi
+else
+  summary[cpu_pooled]="not run (it needs torch and threadpoolctl)"
+fi
+
 echo
 echo "== gpu_check summary ($SECONDS s) =="
-for key in cupy torch-cuda gpu_bench attention_scaling benchmarks; do
+for key in cupy torch-cuda gpu_bench attention_scaling benchmarks cpu_pooled; do
   [ -n "${summary[$key]+set}" ] && printf '  %-18s %s\n' "$key" "${summary[$key]}"
 done
 [ "$status" -eq 0 ] && echo "gpu_check: passed" || echo "gpu_check: FAILED (see above)" >&2

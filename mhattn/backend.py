@@ -1,10 +1,12 @@
 """Where arrays live: the inputs' namespace (Python array API standard) and the backend for new arrays.
 
 Ops never pick an array library themselves: they ask their inputs (``xp = array_namespace(x, W)``), as
-scikit-learn and SciPy do with ``array_api_compat.array_namespace``. Plain NumPy arrays get NumPy itself
-(NumPy 2 has the standard's names: ``concat``, ``permute_dims``, ``x.mT``, ``astype``, ``isdtype``), so a
-learner's code and tracebacks stay NumPy; any other array (CuPy, torch, array-api-strict) gets its
-array-api-compat namespace. New arrays are made on the inputs' device (``device=device_of(x)``).
+scikit-learn and SciPy do with ``array_api_compat.array_namespace``. Plain NumPy arrays get NumPy
+(NumPy 2 has the standard's names: ``concat``, ``permute_dims``, ``x.mT``, ``astype``, ``isdtype``) as
+:data:`mhattn.executor.NUMPY`: NumPy's own functions, with ``matmul`` pooled inside a large call and
+``reshape``/``sum``/``permute_dims`` by the array's methods, so the steps read ``xp.reshape`` at the
+speed of ``a.reshape``; any other array (CuPy, torch, array-api-strict) gets its array-api-compat namespace.
+New arrays are made on the inputs' device (``device=device_of(x)``).
 
 The *current backend* decides only where arrays made from nothing go: parameters, :func:`asarray` data,
 loaded checkpoints. Choose it with :func:`set_backend`, :func:`use_backend` or ``MHATTN_BACKEND`` (read once,
@@ -12,8 +14,8 @@ at import): ``"numpy"`` (default), ``"cupy"``, ``"torch"`` (``device="cpu"`` or 
 ``"array_api_strict"`` (tests: ``device="device1"`` stands in for a GPU, refusing host conversion).
 
 The standard lacks a few things mhattn needs; each has one named helper in :mod:`mhattn.xp_extra` with one
-implementation per library and a generic one. This is the one module of mhattn that imports NumPy for the
-functional code.
+implementation per library and a generic one; how a NumPy call uses the cores is :mod:`mhattn.executor`'s.
+These three modules hold every NumPy-only branch of mhattn; the steps in :mod:`mhattn.functional` have none.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import os
 from types import ModuleType
 
 import numpy as np
+
+from mhattn.executor import NUMPY, is_numpy  # noqa: F401 (is_numpy: re-exported for xp_extra)
 
 BACKENDS = ("numpy", "cupy", "torch", "array_api_strict")
 _current = "numpy"
@@ -164,7 +168,8 @@ def _arrays(arrays):
 
 
 def array_namespace(*arrays) -> ModuleType:
-    """The namespace of the arrays: NumPy itself for plain ``numpy.ndarray`` inputs, else array-api-compat's.
+    """The namespace of the arrays: NumPy (:data:`mhattn.executor.NUMPY`) for plain ``numpy.ndarray`` inputs, else
+    array-api-compat's.
 
     ``None`` and Python scalars are ignored; no array at all gives NumPy.
 
@@ -176,10 +181,10 @@ def array_namespace(*arrays) -> ModuleType:
         if a is not None and type(a) is not np.ndarray:
             break
     else:
-        return np
+        return NUMPY
     arrays = _arrays(arrays)
     if all(isinstance(a, np.ndarray) for a in arrays):  # subclasses (np.memmap) too: their arithmetic is NumPy's
-        return np
+        return NUMPY
     libraries = sorted({_library(a) for a in arrays})
     if len(libraries) > 1:
         raise TypeError(
@@ -204,11 +209,6 @@ def device_of(x):
     import array_api_compat
 
     return array_api_compat.device(x)
-
-
-def is_numpy(xp) -> bool:
-    """Whether the namespace ``xp`` is NumPy (itself or array-api-compat's wrapper): fast paths may use its extras."""
-    return xp is np or getattr(xp, "__name__", "") == "array_api_compat.numpy"
 
 
 def read_only(a):
@@ -268,19 +268,46 @@ def to_numpy(x, *, copy: bool = False):
     return np.from_dlpack(x)
 
 
-def asarray(x, dtype=None):
-    """``x`` as an array of the current backend, on its device (a copy when it comes from another library).
+def asarray(x, dtype=None, *, like=None):
+    """``x`` as an array of the current backend on its device, or of ``like``'s library on ``like``'s device.
 
-    ``dtype``: a name ("float32") or a NumPy dtype; None keeps ``x``'s.
+    The one function that moves an array into a library and onto a device: data, loaded values, masks.
+    An array already there comes back as it is (cast when ``dtype`` differs); one of another library comes
+    over through the host (its library's own transfer, :func:`to_numpy`).
+
+    Args:
+        x: an array of any backend, a NumPy array, or a Python number or (nested) list.
+        dtype: a name ("float32"), a NumPy dtype or a dtype of the target library; None keeps ``x``'s, and
+            Python floats become float64 on every backend (NumPy's rule; torch alone would make float32).
+        like: an array (usually a parameter); None: the current backend and device (:func:`set_backend`).
+
+    Raises:
+        TypeError: ``dtype`` has no counterpart in the target library.
     """
-    host = to_numpy(x) if _library(x) not in (_current, "builtins") else x
-    if _current == "numpy":
-        return np.asarray(host, dtype=dtype)
-    xp = current_array_module()
-    dt = None if dtype is None else getattr(xp, np.dtype(dtype).name)
-    if isinstance(host, np.ndarray):
-        host = safe_to_share(host)
-    return xp.asarray(host, dtype=dt, device=_device)
+    if like is None:
+        library, xp, device = _current, current_array_module(), _device
+    else:
+        library, xp, device = _library(like), array_namespace(like), device_of(like)
+    if library == "numpy":
+        host = to_numpy(x) if _library(x) not in ("numpy", "builtins") else x
+        return np.asarray(host, dtype=None if dtype is None else np.dtype(dtype))
+    if _library(x) == library and (like is None or str(device_of(x)) == str(device)) and hasattr(x, "dtype"):
+        dt = None if dtype is None else _dtype_in(xp, dtype)
+        return x if dt is None or x.dtype == dt else xp.astype(x, dt)
+    host = safe_to_share(to_numpy(x) if _library(x) != "builtins" else x)  # no negative stride, nothing read-only
+    dt = _dtype_in(xp, host.dtype if dtype is None else dtype)
+    return xp.asarray(host, dtype=dt, device=device)
+
+
+def _dtype_in(xp, dtype):
+    """The dtype of namespace ``xp`` named like ``dtype`` (a name, a NumPy dtype, or ``xp``'s own dtype)."""
+    if not isinstance(dtype, (str, np.dtype, type)):
+        return dtype  # already the library's dtype object (torch.float32, a strict dtype)
+    name = np.dtype(dtype).name
+    try:
+        return getattr(xp, name)
+    except AttributeError:
+        raise TypeError(f"dtype {name} has no counterpart in {getattr(xp, '__name__', xp)}") from None
 
 
 def is_array(a) -> bool:

@@ -48,13 +48,17 @@ print(len(wt.tokens), "tokens:", wt.tokens)
 #
 # `walkthrough.run` calls the textbook steps from `mhattn.functional` one at a time and keeps each intermediate:
 #
-# 1. **Projections.** `Q = X W_q + b_q`, and the same for `K` and `V`. Each `W` is `(512, 512)`: it is the eight per-head matrices `W^Q_i` of shape `(512, 64)` stored side by side.
-# 2. **Split.** The last axis of 512 is cut into 8 slices of 64 and the head axis is moved forward: `(1, 12, 512)` becomes `(1, 8, 12, 64)`. No numbers change; it is a reshape and a transpose.
-# 3. **Scores.** In every head, every query is compared with every key: `q k^T / sqrt(64)`, shape `(1, 8, 12, 12)`.
-# 4. **Weights.** A softmax over the key axis turns each row of scores into a distribution.
-# 5. **Per-head outputs.** Each head takes a weighted sum of its values, `(1, 8, 12, 64)`.
-# 6. **Concat.** The heads are put side by side again: `(1, 12, 512)`.
-# 7. **Output projection.** `concat W_o + b_o`, `(1, 12, 512)`.
+# The steps carry the numbers `mhattn.functional.mha` uses, and each lives in the file of its name:
+#
+# 1. **Projections** (`linear.py`). `Q = X W_q + b_q`, and the same for `K` and `V`. Each `W` is `(512, 512)`: it is the eight per-head matrices `W^Q_i` of shape `(512, 64)` stored side by side.
+# 2. **Split** (`split_heads.py`). The last axis of 512 is cut into 8 slices of 64 and the head axis is moved forward: `(1, 12, 512)` becomes `(1, 8, 12, 64)`. No numbers change; it is a reshape and a transpose.
+# 3. **Attention in every head** (`attention.py`), in three parts:
+#    - 3a. **Scores.** Every query is compared with every key: `q k^T / sqrt(64)`, shape `(1, 8, 12, 12)`.
+#    - 3b. **Weights** (`softmax.py`). A softmax over the key axis turns each row of scores into a distribution.
+#    - 3c. **Per-head outputs.** Each head takes a weighted sum of its values, `(1, 8, 12, 64)`.
+# 4. **Head mask** (`mha.py`). Each head's output may be scaled by a gate ξ_i (notebook 03); here there is none, so nothing changes.
+# 5. **Concat** (`split_heads.py`). The heads are put side by side again: `(1, 12, 512)`.
+# 6. **Output projection** (`linear.py`). `concat W_o + b_o`, `(1, 12, 512)`.
 
 # %%
 print(walkthrough.format_steps(wt))

@@ -17,9 +17,8 @@ import math
 
 import numpy as np
 
-from mhattn.backend import array_namespace, to_numpy
+from mhattn.backend import array_namespace, asarray, to_numpy
 from mhattn.nn.attention import MultiHeadAttention
-from mhattn.nn.device import beside
 
 
 def standard_count(d_model: int, num_heads: int, bias: bool = True) -> int:
@@ -49,7 +48,7 @@ def block_diagonal_mha(d_model: int, num_heads: int, seed=None, dtype="float32")
     """
     mha = MultiHeadAttention(d_model, num_heads, dtype=dtype, seed=seed)
     xp = array_namespace(mha.params["W_q"])
-    keep = beside(mha.params["W_q"], block_diagonal_mask(d_model, num_heads))  # (d_model, d_model) bool, beside W_q
+    keep = asarray(block_diagonal_mask(d_model, num_heads), like=mha.params["W_q"])  # (d_model, d_model) bool, beside W_q
     for name in ("W_q", "W_k", "W_v"):
         mha.params[name] = xp.where(keep, mha.params[name], 0.0)
     return mha

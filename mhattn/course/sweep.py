@@ -18,10 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mhattn.backend import array_namespace
+from mhattn.backend import array_namespace, asarray
 from mhattn.functional.losses import cross_entropy_backward, cross_entropy_forward
 from mhattn.nn.attention import MultiHeadAttention
-from mhattn.nn.device import beside
 from mhattn.optim import Adam
 
 OFFSETS = (1, 2, 3, 4)
@@ -61,7 +60,7 @@ def cross_entropy(logits, targets):
     Returns:
         ``(loss, dlogits)``: a float (nats) and an array shaped like ``logits``, of its namespace and device.
     """
-    loss, cache = cross_entropy_forward(logits, beside(logits, targets))
+    loss, cache = cross_entropy_forward(logits, asarray(targets, like=logits))
     return loss, cross_entropy_backward(1.0, cache)
 
 
@@ -78,11 +77,11 @@ class OffsetModel:
         rng = np.random.default_rng(seed + 1_000)
         n_out = len(cfg.offsets) * cfg.vocab
         host = {"W_r": rng.standard_normal((cfg.d_model, n_out)) / np.sqrt(cfg.d_model), "b_r": np.zeros(n_out)}
-        self.readout = {k: beside(self.mha.params["W_q"], v) for k, v in host.items()}
+        self.readout = {k: asarray(v, like=self.mha.params["W_q"]) for k, v in host.items()}
 
     def forward(self, x):
         xp = array_namespace(self.readout["W_r"])
-        out, _ = self.mha.forward(beside(self.readout["W_r"], x), need_weights=False)  # (B, T, d_model)
+        out, _ = self.mha.forward(asarray(x, like=self.readout["W_r"]), need_weights=False)  # (B, T, d_model)
         self._out = out
         logits = out @ self.readout["W_r"] + self.readout["b_r"]  # (B, T, n_off * V)
         return xp.reshape(logits, (*x.shape[:2], len(self.cfg.offsets), self.cfg.vocab))
@@ -100,7 +99,7 @@ class OffsetModel:
 def _accuracy(logits, y) -> float:
     """The fraction of answers ``argmax logits == y`` (``y`` host targets, moved beside the logits)."""
     xp = array_namespace(logits)
-    return float(xp.mean(xp.astype(xp.argmax(logits, axis=-1) == beside(logits, y), logits.dtype)))
+    return float(xp.mean(xp.astype(xp.argmax(logits, axis=-1) == asarray(y, like=logits), logits.dtype)))
 
 
 def train_model(cfg: SweepConfig, num_heads: int, seed: int = 0, eval_batches: int = 4):

@@ -13,11 +13,11 @@ forward checks its inputs once; the inner steps it calls assume checked inputs.
 """
 
 from mhattn.functional.attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
-from mhattn.functional.heads import combine_heads_backward, combine_heads_forward, split_heads_backward, split_heads_forward
 from mhattn.functional.linear import linear_backward, linear_forward
 from mhattn.functional.masks import causal_mask, merge_masks
 from mhattn.functional.mha import PARAM_NAMES, multi_head_attention_backward, multi_head_attention_forward
 from mhattn.functional.softmax import softmax_backward, softmax_forward
+from mhattn.functional.split_heads import combine_heads_backward, combine_heads_forward, split_heads_backward, split_heads_forward
 
 __all__ = [
     "PARAM_NAMES",

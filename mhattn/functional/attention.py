@@ -1,4 +1,4 @@
-"""Step 3: scaled dot-product attention, each head on its own.
+"""Step 3 (numbered as in :mod:`~mhattn.functional.mha`): scaled dot-product attention, each head on its own.
 
 Vaswani et al. 2017, §3.2.1, eq. (1):
 ``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V``, with an optional mask
@@ -25,9 +25,9 @@ import math
 from typing import NamedTuple
 
 from mhattn.backend import array_namespace, broadcasts_to, read_only
-from mhattn.functional.checks import check_attention_inputs, check_dropout
 from mhattn.functional.masks import add_mask, cast_mask, check_mask_kind, dead_keys
 from mhattn.functional.softmax import SoftmaxCache, masked_softmax, softmax_backward
+from mhattn.functional.validate import check_attention_inputs, check_dropout
 from mhattn.xp_extra import uniform
 
 
@@ -95,7 +95,7 @@ def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
         dead = dead_keys(mask)[..., None]  # (..., S, 1)
         k, v = xp.where(dead, 0.0, k), xp.where(dead, 0.0, v)  # (B, h, S, d_k), (B, h, S, d_v)
     # 1. similarity of every query with every key
-    scores = q @ k.mT  # (B, h, T, S)
+    scores = xp.matmul(q, k.mT)  # (B, h, T, d_k) @ (B, h, d_k, S) -> (B, h, T, S)
     # 2. scale by 1/sqrt(d_k), in place on the fresh GEMM result
     scores *= scale
     # 3. a float mask is added; a bool mask is applied inside the softmax
@@ -112,7 +112,7 @@ def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
         keep = xp.astype(u >= dropout_p, weights.dtype) * (1.0 / (1.0 - dropout_p))  # 0 or 1/(1-p)
         dropped = weights * keep
     # 5. weighted sum of the values
-    out = dropped @ v  # (B, h, T, d_v)
+    out = xp.matmul(dropped, v)  # (B, h, T, S) @ (B, h, S, d_v) -> (B, h, T, d_v)
     return out, weights, AttentionCache(q, k, v, scale, SoftmaxCache(weights), keep, dropped)
 
 
@@ -126,9 +126,10 @@ def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
         ``(dq, dk, dv)`` with the shapes of ``q``, ``k``, ``v``, on their namespace and device.
     """
     q, k, v, scale, sm_cache, keep, dropped = cache
+    xp = array_namespace(dout, q)
     # step 5 was: out = dropped @ v
-    ddropped = dout @ v.mT  # (B, h, T, S)
-    dv = dropped.mT @ dout  # (B, h, S, d_v)
+    ddropped = xp.matmul(dout, v.mT)  # (B, h, T, d_v) @ (B, h, d_v, S) -> (B, h, T, S)
+    dv = xp.matmul(dropped.mT, dout)  # (B, h, S, T) @ (B, h, T, d_v) -> (B, h, S, d_v)
     # step 4 was: dropout -> the same kept entries, the same rescaling
     dweights = ddropped * keep if keep is not None else ddropped
     # step 3 was: mask + softmax -> masked entries get zero gradient
@@ -136,7 +137,7 @@ def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
     # step 2 was: * scale (dscores is our own array, so scale it in place)
     dscores *= scale
     # step 1 was: q @ k^T
-    dq = dscores @ k  # (B, h, T, d_k)
-    dk = dscores.mT @ q  # (B, h, S, d_k)
+    dq = xp.matmul(dscores, k)  # (B, h, T, S) @ (B, h, S, d_k) -> (B, h, T, d_k)
+    dk = xp.matmul(dscores.mT, q)  # (B, h, S, T) @ (B, h, T, d_k) -> (B, h, S, d_k)
     # step 0 was: zero the keys hidden from every query -> their weights are 0, so dk and dv are 0 there already
     return dq, dk, dv

@@ -1,4 +1,4 @@
-"""Step 3, in linear memory: tiled (FlashAttention-style) attention, forward and backward.
+"""Step 3 (numbered as in :mod:`~mhattn.functional.mha`) in linear memory: tiled (FlashAttention-style) attention.
 
 The plain path (:mod:`mhattn.functional.attention`) stores the ``(B, h, T, S)``
 weights. Here a block of ``block_q`` queries meets the keys one tile of
@@ -22,22 +22,20 @@ tile is recomputed from the per-row log-sum-exp L, with ``D = rowsum(dO * O)``
     dS_ij = P_ij * (dP_ij - D_i)            line 14
     dQ_i += dS_ij K_j,  dK_j += dS_ij^T Q_i  lines 15-16 (times 1/sqrt(d_k))
 
-Choice measured on a 2-core CPU (benchmarks/bench_tiled.py, benchmarks/RESULTS.md): on
-NumPy the default is blocks of 256 queries and key tiles of up to 1024 keys: a 1 MiB float32
-tile stays in a core's L2 cache (2 MiB here) and its GEMMs are still large; full rows at S = 2048
-measured about 18% slower. Any ``block_k`` gives the same results (the tests and notebook 09
-use small ones); at S <= 1024 the tile is the whole row and the rescaling never runs.
+Tile sizes (benchmarks/RESULTS.md): on NumPy blocks of 256 queries, key tiles sized from one core's L2 as the OS
+reports it (:func:`mhattn.executor.plan_blocks`): a ``(256, block_k)`` score tile fills at most half of it, so 512
+keys for 1 MiB of L2 in float32, 1024 for 2 MiB (1 MiB where the OS does not say); full rows at S = 2048 ran ~18% slower.
+Any ``block_k`` gives the same results (tests and notebook 09 use small ones); a whole-row tile never rescales.
 
-Masks and conventions are the plain path's: ``mask`` bool (True = not allowed) or
-float (added), broadcastable to ``(B, h, T, S)``; ``causal=True`` masks key s > query t
-(torch's top-left ``is_causal``) and skips the tiles that lie wholly above the diagonal.
-A query with no allowed key gets output 0, ``L = -inf`` and zero gradients.
+Masks and conventions are the plain path's: ``mask`` bool (True = not allowed) or float (added), broadcastable
+to ``(B, h, T, S)``; ``causal=True`` masks key s > query t (torch's top-left ``is_causal``) and skips the tiles
+wholly above the diagonal. A query with no allowed key gets output 0, ``L = -inf`` and zero gradients.
 No dropout here: it needs the ``(T, S)`` keep-mask, so it stays on the plain path.
-Any array-API library runs it. On NumPy the (batch, head) pairs run on threads, tiles reuse buffers
-(:mod:`~mhattn.functional.tile_threads`); elsewhere all pairs go at once, one query block at a time.
-The running max is only a guard against overflow (any shift gives the same softmax): a query
-block whose scores are all small (Cauchy-Schwarz bound, :func:`~mhattn.functional.tile_threads.shift_free`) skips it, which saves
-two of the forward's passes over each tile.
+Any array-API library runs it. On NumPy the (batch, head) pairs run on one pool of threads with BLAS at one
+thread (:mod:`mhattn.executor`) and tiles reuse buffers (:mod:`mhattn.xp_extra`); elsewhere all pairs go at
+once, one query block at a time. The running max is only a guard against overflow (any shift gives the same
+softmax): a query block whose scores are all small (Cauchy-Schwarz bound, :func:`mhattn.xp_extra.shift_free`)
+skips it, which saves two of the forward's passes over each tile.
 
 Float32 and float64 only. A finite mask value as large as ``-1e9`` or ``finfo.min`` hiding a whole row
 makes its ``L`` as large: with a float mask the backward recomputes ``P = exp((S + mask - m) - log l)``,
@@ -49,10 +47,11 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from mhattn import executor
 from mhattn.backend import array_namespace, broadcasts_to, device_of
-from mhattn.functional import tile_threads as tiles
-from mhattn.functional.checks import check_float_array
 from mhattn.functional.masks import add_mask, cast_mask, check_mask_kind, dead_keys
+from mhattn.functional.validate import check_float_array
+from mhattn.xp_extra import contiguous, exp_in_place, fill_where, key_norm, matmul_into, shift_free, workspace
 
 
 class TiledAttentionCache(NamedTuple):
@@ -99,16 +98,16 @@ def _scores(xp, qs, kT, mask, causal, q0, q1, k0, k1, out, extreme=False):
     ``extreme``: the float mask is added as the plain path adds it (:func:`~mhattn.functional.masks.add_mask`:
     a sum beyond the finite range is ``-inf``), which costs a few passes; else in place.
     """
-    s = tiles.matmul_into(xp, qs, kT[..., :, k0:k1], out, q1 - q0, k1 - k0)  # (..., bq, bk); K^T contiguous: ~12% faster
+    s = matmul_into(xp, qs, kT[..., :, k0:k1], out, q1 - q0, k1 - k0)  # (..., bq, bk); K^T contiguous: ~12% faster
     if mask is not None and mask.dtype == xp.bool:
-        s = tiles.fill_where(xp, s, mask[..., q0:q1, k0:k1])
+        s = fill_where(xp, s, mask[..., q0:q1, k0:k1])
     elif mask is not None and extreme:
         s = add_mask(s, mask[..., q0:q1, k0:k1])
     elif mask is not None:
         s += mask[..., q0:q1, k0:k1]
     if causal and k1 - 1 > q0:  # the tile crosses the diagonal: key s > query t is masked
         device = device_of(s)
-        s = tiles.fill_where(xp, s, xp.arange(k0, k1, device=device)[None, :] > xp.arange(q0, q1, device=device)[:, None])
+        s = fill_where(xp, s, xp.arange(k0, k1, device=device)[None, :] > xp.arange(q0, q1, device=device)[:, None])
     return s
 
 
@@ -120,19 +119,19 @@ def _key_end(causal, q1, S):
 def _exp_tile(xp, s, m, shift):
     """``P = exp(S - m_new)`` in place, the new running max and ``alpha = exp(m_old - m_new)`` (line 9)."""
     if not shift:  # every score is small (see shift_free): m stays 0, alpha 1
-        return tiles.exp_in_place(xp, s), m, 1
+        return exp_in_place(xp, s), m, 1
     # a row with nothing allowed yet uses 0 (exp(-inf - 0) = 0)
     m_new = xp.maximum(m, xp.max(s, axis=-1, keepdims=True))  # (..., bq, 1)
     m_safe = xp.where(m_new == -xp.inf, 0.0, m_new)
     s -= m_safe
-    return tiles.exp_in_place(xp, s), m_new, xp.exp(m - m_safe)  # alpha: 0 on the first tile
+    return exp_in_place(xp, s), m_new, xp.exp(m - m_safe)  # alpha: 0 on the first tile
 
 
 def _forward_block(xp, q, kT, v, mask, extreme, causal, scale, q0, q1, block_k, ws, k_norm):
     """Online softmax of one query block over its key tiles: ``(out, lse, m, log l)`` of the block."""
     device = device_of(q)
     qs = q[..., q0:q1, :] * scale  # (..., bq, d_k), 1/sqrt(d_k) folded in once
-    shift = not tiles.shift_free(xp, qs, k_norm, mask)
+    shift = not shift_free(xp, qs, k_norm, mask)
     m = xp.full((*qs.shape[:-1], 1), -xp.inf if shift else 0.0, dtype=q.dtype, device=device)  # running max (..., bq, 1)
     l_sum = xp.zeros_like(m)  # running sum l
     acc = xp.zeros((*qs.shape[:-1], v.shape[-1]), dtype=q.dtype, device=device)  # running output (..., bq, d_v)
@@ -169,9 +168,9 @@ def _backward_block(xp, c, dout, D, lse_b, grads, idx, q0, q1, ws):
     ``Q_i K_j^T - L_i + mask`` would cancel to nothing.
     """
     (dq, dk, dv), (k_oneT, v_oneT) = grads, ws.extra
-    rows = tiles.at(idx, slice(q0, q1))  # this block's rows of a (B, h, T, ...) array
-    k = c.k[tiles.at(idx)]  # (..., S, d_k)
-    mask = None if c.mask is None else c.mask[tiles.at(idx)]
+    rows = executor.at(idx, slice(q0, q1))  # this block's rows of a (B, h, T, ...) array
+    k = c.k[executor.at(idx)]  # (..., S, d_k)
+    mask = None if c.mask is None else c.mask[executor.at(idx)]
     float_mask = mask is not None and mask.dtype != xp.bool
     qs = c.q[rows] * c.scale  # (..., bq, d_k)
     do = dout[rows]  # (..., bq, d_v)
@@ -181,21 +180,21 @@ def _backward_block(xp, c, dout, D, lse_b, grads, idx, q0, q1, ws):
     dq_acc = 0  # (..., bq, d_k) after the first tile
     for k0 in range(0, _key_end(c.causal, q1, k.shape[-2]), c.block_k):
         k1 = min(k0 + c.block_k, _key_end(c.causal, q1, k.shape[-2]))
-        keys = tiles.at(idx, slice(k0, k1))  # this tile's rows of a (B, h, S, ...) array
+        keys = executor.at(idx, slice(k0, k1))  # this tile's rows of a (B, h, S, ...) array
         # lines 10-11: recompute the tile's weights from the saved log-sum-exp: P = exp(S - L)
         s = _scores(xp, qs_l, kT, mask, c.causal, q0, q1, k0, k1, ws.s, extreme=c.extreme)  # (..., bq, bk)
         if float_mask:  # (S + mask - m) - log l, as the forward made it
             s -= c.row_max[rows][..., None]
             s -= c.log_l[rows][..., None]
-        p = tiles.exp_in_place(xp, s)
+        p = exp_in_place(xp, s)
         # line 12: dV_j += P^T dO_i
-        dv[keys] += tiles.matmul_into(xp, p.mT, do, ws.kv, k1 - k0, do.shape[-1])  # (..., bk, d_v)
+        dv[keys] += matmul_into(xp, p.mT, do, ws.kv, k1 - k0, do.shape[-1])  # (..., bk, d_v)
         # lines 13-14: dS = P * (dO V^T - D)
-        ds = tiles.matmul_into(xp, do_d, v_oneT[..., :, k0:k1], ws.ds, q1 - q0, k1 - k0)  # (..., bq, bk)
+        ds = matmul_into(xp, do_d, v_oneT[..., :, k0:k1], ws.ds, q1 - q0, k1 - k0)  # (..., bq, bk)
         ds *= p
         # lines 15-16: dQ_i += dS K_j; dK_j += dS^T (Q_i / sqrt(d_k))
         dq_acc = dq_acc + ds @ k[..., k0:k1, :]  # (..., bq, d_k)
-        dk[keys] += tiles.matmul_into(xp, ds.mT, qs, ws.kv, k1 - k0, qs.shape[-1])  # (..., bk, d_k)
+        dk[keys] += matmul_into(xp, ds.mT, qs, ws.kv, k1 - k0, qs.shape[-1])  # (..., bk, d_k)
     dq[rows] = dq_acc * c.scale
 
 
@@ -209,9 +208,9 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
             or ``None``.
         causal: also mask key s > query t (fully masked tiles are skipped).
         block_q: queries per block (default 256 on NumPy; sized to about 2**26 scores per tile elsewhere).
-        block_k: keys per tile (default min(S, 1024) on NumPy, S elsewhere; fewer than S runs the
+        block_k: keys per tile (default on NumPy: from the L2 size, see above, at most S; S elsewhere; fewer than S runs the
             online softmax across tiles).
-        workers: threads on NumPy (default: the CPU count, at most B*h); ignored elsewhere.
+        workers: threads on NumPy (default: :func:`mhattn.executor.thread_budget`, at most B*h); ignored elsewhere.
 
     Returns:
         ``(out, lse, cache)``: ``out`` ``(B, h, T, d_v)`` equal to the plain path's;
@@ -227,7 +226,7 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
     """
     xp, scores_shape = _check(q, k, v, mask)
     extreme = False  # a float mask with values beyond half the range (finfo.min, say): added as the plain path adds
-    block_q, block_k, workers = tiles.plan_blocks(xp, q, k.shape[-2], block_q, block_k, workers)
+    block_q, block_k, workers = executor.plan_blocks(xp, q, k.shape[-2], block_q, block_k, workers)
     if min(block_q, block_k, workers) < 1:
         raise ValueError(f"tiled attention: block_q={block_q}, block_k={block_k}, workers={workers} must be positive")
     if mask is not None:  # a key hidden from every query holds no influence, whatever it holds (NaN, inf)
@@ -237,26 +236,26 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
         k, v = xp.where(dead, 0.0, k), xp.where(dead, 0.0, v)  # (B, h, S, d_k), (B, h, S, d_v): fresh arrays
         mask = xp.broadcast_to(mask, scores_shape)  # a view: no memory
     # each head's rows contiguous: GEMMs on strided (B, h, T, d_k) views of (B, T, d_model) run ~30% slower
-    q, k, v = (tiles.contiguous(xp, a) for a in (q, k, v))  # (B, h, L, d), O(L d) each
+    q, k, v = (contiguous(xp, a) for a in (q, k, v))  # (B, h, L, d), O(L d) each
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
     device = device_of(q)
     out = xp.empty((*q.shape[:-1], v.shape[-1]), dtype=q.dtype, device=device)  # (B, h, T, d_v)
     lse, row_max, log_l = (xp.empty(q.shape[:-1], dtype=q.dtype, device=device) for _ in range(3))  # (B, h, T) each
 
     def job(idx):
-        item = tiles.at(idx)  # (b, head) on NumPy, everything elsewhere
+        item = executor.at(idx)  # (b, head) on NumPy, everything elsewhere
         m = None if mask is None else mask[item]
-        ws = tiles.workspace(xp, q[item], block_q, block_k, k.shape[2])
-        kT = tiles.contiguous(xp, k[item].mT)  # (..., d_k, S)
-        k_norm = tiles.key_norm(xp, k[item])
+        ws = workspace(xp, q[item], block_q, block_k, k.shape[2])
+        kT = contiguous(xp, k[item].mT)  # (..., d_k, S)
+        k_norm = key_norm(xp, k[item])
         for q0 in range(0, q.shape[2], block_q):
             q1 = min(q0 + block_q, q.shape[2])
-            rows = tiles.at(idx, slice(q0, q1))
+            rows = executor.at(idx, slice(q0, q1))
             out[rows], lse[rows], row_max[rows], log_l[rows] = _forward_block(
                 xp, q[item], kT, v[item], m, extreme, causal, scale, q0, q1, block_k, ws, k_norm
             )
 
-    tiles.run_items(xp, workers, job, tiles.work_items(xp, q))
+    executor.run_items(job, executor.work_items(xp, q), workers)
     cache = TiledAttentionCache(q, k, v, out, lse, row_max, log_l, mask, extreme, bool(causal), scale, block_q, block_k, workers)
     return out, lse, cache
 
@@ -281,7 +280,7 @@ def tiled_attention_backward(dout, cache: TiledAttentionCache):
         raise ValueError(f"tiled attention: dout has shape {dout.shape}, the output {c.out.shape}")
     device = device_of(c.q)
     # line 4: D_i = rowsum(dO_i * O_i) (= rowsum(dP * P), without P)
-    dout = tiles.contiguous(xp, dout)  # (B, h, T, d_v)
+    dout = contiguous(xp, dout)  # (B, h, T, d_v)
     D = xp.sum(dout * c.out, axis=-1)  # (B, h, T)
     # an empty row has every key masked (-inf after _scores, P = 0) whatever L is: 0 keeps inf out of the GEMMs
     lse_b = xp.where(c.lse == -xp.inf, 0.0, c.lse)  # (B, h, T)
@@ -291,11 +290,11 @@ def tiled_attention_backward(dout, cache: TiledAttentionCache):
     T = c.q.shape[2]
 
     def job(idx):
-        item = tiles.at(idx)
-        extra = tuple(tiles.contiguous(xp, _with_column(xp, a[item], one).mT) for a in (c.k, c.v))  # [K | 1]^T, [V | 1]^T
-        ws = tiles.workspace(xp, c.q[item], c.block_q, c.block_k, c.k.shape[2])._replace(extra=extra)
+        item = executor.at(idx)
+        extra = tuple(contiguous(xp, _with_column(xp, a[item], one).mT) for a in (c.k, c.v))  # [K | 1]^T, [V | 1]^T
+        ws = workspace(xp, c.q[item], c.block_q, c.block_k, c.k.shape[2])._replace(extra=extra)
         for q0 in range(0, T, c.block_q):
             _backward_block(xp, c, dout, D, lse_b, (dq, dk, dv), idx, q0, min(q0 + c.block_q, T), ws)
 
-    tiles.run_items(xp, c.workers, job, tiles.work_items(xp, c.q))
+    executor.run_items(job, executor.work_items(xp, c.q), c.workers)
     return dq, dk, dv

@@ -1,4 +1,4 @@
-"""Step 1 and step 5 of multi-head attention: the affine maps ``x @ W + b``.
+"""Steps 1 and 6 of multi-head attention (numbered as in :mod:`~mhattn.functional.mha`): the affine maps ``x @ W + b``.
 
 Vaswani et al. 2017, §3.2.2: ``Q = X W^Q``, ``K = X W^K``, ``V = X W^V`` and
 the output projection ``Concat(head_1..head_h) W^O``. Weights are stored
@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from mhattn.backend import array_namespace
-from mhattn.xp_extra import reshape, sum_axis
 
 
 class LinearCache(NamedTuple):
@@ -41,11 +40,11 @@ def linear_forward(x, W, b=None):
         raise ValueError(f"linear: b must have shape ({W.shape[1]},), got {b.shape}")
     xp = array_namespace(x, W, b)  # refuses two libraries or two devices
     # 1. one 2-D GEMM over all positions: (N, d_in) @ (d_in, d_out)
-    out = reshape(xp, x, (-1, x.shape[-1])) @ W  # (N, d_out)
+    out = xp.matmul(xp.reshape(x, (-1, x.shape[-1])), W)  # (N, d_in) @ (d_in, d_out) -> (N, d_out)
     # 2. add the bias in place on the fresh GEMM result
     if b is not None:
         out += b
-    return reshape(xp, out, (*x.shape[:-1], W.shape[1])), LinearCache(x, W, b is not None)
+    return xp.reshape(out, (*x.shape[:-1], W.shape[1])), LinearCache(x, W, b is not None)  # (..., d_out)
 
 
 def linear_backward(dout, cache: LinearCache):
@@ -61,10 +60,10 @@ def linear_backward(dout, cache: LinearCache):
     """
     x, W, has_bias = cache
     xp = array_namespace(dout, W)
-    dout2 = reshape(xp, dout, (-1, dout.shape[-1]))  # (N, d_out)
+    dout2 = xp.reshape(dout, (-1, dout.shape[-1]))  # (N, d_out)
     # step 2 was: + b  -> db sums over every position
-    db = sum_axis(xp, dout2, 0) if has_bias else None  # (d_out,)
+    db = xp.sum(dout2, axis=0) if has_bias else None  # (d_out,)
     # step 1 was: x @ W -> dx = dout W^T, dW = x^T dout
-    dx = reshape(xp, dout2 @ W.mT, x.shape)  # (..., d_in)
-    dW = reshape(xp, x, (-1, x.shape[-1])).mT @ dout2  # (d_in, d_out)
+    dx = xp.reshape(xp.matmul(dout2, W.mT), x.shape)  # (N, d_out) @ (d_out, d_in) -> (..., d_in)
+    dW = xp.matmul(xp.reshape(x, (-1, x.shape[-1])).mT, dout2)  # (d_in, N) @ (N, d_out) -> (d_in, d_out)
     return dx, dW, db

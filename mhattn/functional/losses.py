@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace, is_numpy
-from mhattn.xp_extra import one_hot, pick_last
+from mhattn.backend import array_namespace
+from mhattn.xp_extra import exp_in_place, one_hot, pick_last
 
 
 class CrossEntropyCache(NamedTuple):
@@ -63,19 +63,6 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
     return loss, CrossEntropyCache(shifted, logsumexp, safe, valid, count, logits.shape)
 
 
-def _exp_in_place(xp, a):
-    """``exp(a)``, written into ``a`` on NumPy (no second ``(N, C)`` array); a fresh array elsewhere."""
-    return xp.exp(a, out=a) if is_numpy(xp) else xp.exp(a)
-
-
-def _minus_one_at_targets(xp, probs, targets):
-    """``probs[n, targets[n]] -= 1`` for each row n: in place on NumPy, a fresh ``probs - onehot`` elsewhere."""
-    if is_numpy(xp):
-        probs[xp.arange(probs.shape[0]), targets] -= 1.0
-        return probs
-    return probs - one_hot(xp, targets, probs.shape[1], probs.dtype)  # (N, C)
-
-
 def cross_entropy_backward(dloss, cache: CrossEntropyCache):
     """Gradient of :func:`cross_entropy_forward` for an upstream scalar ``dloss`` (1.0 for the loss itself).
 
@@ -87,7 +74,7 @@ def cross_entropy_backward(dloss, cache: CrossEntropyCache):
     # step 1 was: log-softmax -> d/dz = softmax - onehot
     # step 0 was: ignored rows replaced by zeros -> their gradient is zero (the valid factor below)
     grad = cache.shifted - cache.logsumexp  # (N, C) log-softmax, formed here so an evaluation-only forward skips it
-    grad = _exp_in_place(xp, grad)  # (N, C) softmax
-    grad = _minus_one_at_targets(xp, grad, cache.targets)
+    grad = exp_in_place(xp, grad)  # (N, C) softmax
+    grad = grad - one_hot(xp, cache.targets, grad.shape[1], grad.dtype)  # (N, C) softmax - onehot(y)
     grad *= (xp.astype(cache.valid, grad.dtype) * (float(dloss) / max(cache.count, 1)))[:, None]  # (N, 1)
     return xp.reshape(grad, cache.shape)

@@ -20,9 +20,8 @@ from mhattn.backend import (
     device_of,
     get_device,
     is_array,
-    is_numpy,
 )
-from mhattn.functional.checks import ARRAY_KINDS
+from mhattn.functional.validate import ARRAY_KINDS
 
 
 def causal_mask(T: int, S: int | None = None, xp=None, *, device=None):
@@ -82,7 +81,7 @@ def cast_mask(m, dtype):
 
 
 def add_mask(scores, mask):
-    """``scores + mask`` without overflow; returns the sum (in ``scores`` itself on NumPy: callers own it).
+    """``scores + mask`` without overflow; returns the sum, a fresh array.
 
     Where the exact sum leaves the finite range of ``scores.dtype`` (two ``finfo.min``
     entries, say) the result is ``-inf`` (``+inf``), as IEEE overflow gives, but no
@@ -95,13 +94,6 @@ def add_mask(scores, mask):
     low, high = float(fi.min) - xp.minimum(mask, 0.0), float(fi.max) - xp.maximum(mask, 0.0)  # mask-shaped bounds
     low = xp.where(mask == -xp.inf, -xp.inf, low)  # a -inf entry gives -inf by itself: no bound, no flag
     below, above = scores < low, scores > high  # where the sum would leave the range (rarely anywhere)
-    if is_numpy(xp):  # the same steps in place
-        xp.maximum(scores, low, out=scores)
-        xp.minimum(scores, high, out=scores)
-        scores += mask  # in range now
-        xp.copyto(scores, -xp.inf, where=below)
-        xp.copyto(scores, xp.inf, where=above)
-        return scores
     total = xp.minimum(xp.maximum(scores, low), high) + mask  # in range now
     return xp.where(below, -xp.inf, xp.where(above, xp.inf, total))
 

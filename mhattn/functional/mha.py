@@ -11,7 +11,8 @@ Forward steps (numbered; the backward undoes them in reverse)::
 
     1. Q, K, V = query W_q + b_q, key W_k + b_k, value W_v + b_v   (B, T|S, d_model)
     2. split:   q, k, v                                              (B, h, T|S, d_k)
-    3. per-head attention                                            (B, h, T, d_k)
+    3. per-head attention: 3a scores q k^T / sqrt(d_k), 3b softmax,  (B, h, T, d_k)
+       3c weights @ v (attention.py, softmax.py)
     4. head mask: head_i *= ξ_i                                      (B, h, T, d_k)
     5. concat                                                        (B, T, d_model)
     6. out = concat W_o + b_o                                        (B, T, d_model)
@@ -21,19 +22,20 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace, device_of, is_numpy, read_only
+from mhattn.backend import array_namespace, device_of, read_only
 from mhattn.functional.attention import AttentionCache, attend, scaled_dot_product_attention_backward
 from mhattn.functional.attention_tiled import TiledAttentionCache, tiled_attention_backward, tiled_attention_forward
-from mhattn.functional.checks import check_dropout, check_mha_inputs
-from mhattn.functional.heads import (
+from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
+from mhattn.functional.masks import cast_mask, causal_mask, dead_keys, merge_masks
+from mhattn.functional.split_heads import (
     HeadsCache,
     combine_heads_backward,
     combine_heads_forward,
     split_heads_backward,
     split_heads_forward,
 )
-from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
-from mhattn.functional.masks import cast_mask, causal_mask, dead_keys, merge_masks
+from mhattn.functional.validate import check_dropout, check_mha_inputs
+from mhattn.xp_extra import contiguous
 
 PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
 
@@ -90,18 +92,13 @@ def _project_qkv(query, key, value, params):
     return (Q, K, V), caches
 
 
-def _contiguous(a):
-    """``a`` laid out row-major on NumPy (one copy: step 3's per-head GEMMs run faster); as is elsewhere."""
-    xp = array_namespace(a)
-    return xp.ascontiguousarray(a) if is_numpy(xp) else a
-
-
 def _split_qkv(Q, K, V, num_heads):
     """Step 2: ``(B, T|S, d_model)`` -> ``(B, h, T|S, d_k)`` each."""
     q, split = split_heads_forward(Q, num_heads)  # (B, h, T, d_k)
     k, _ = split_heads_forward(K, num_heads)  # (B, h, S, d_k)
     v, _ = split_heads_forward(V, num_heads)  # (B, h, S, d_k)
-    return (_contiguous(q), _contiguous(k), _contiguous(v)), split
+    xp = array_namespace(q)  # each head's rows laid out together: step 3's per-head GEMMs run faster
+    return (contiguous(xp, q), contiguous(xp, k), contiguous(xp, v)), split
 
 
 def _per_head(head_mask):
@@ -152,8 +149,8 @@ def multi_head_attention_forward(
     so its own output row (and, through it, the weight gradients) still sees what it holds.
 
     Raises:
-        TypeError, ValueError: see :func:`mhattn.functional.checks.check_mha_inputs`,
-        :func:`mhattn.functional.checks.check_dropout` and :func:`mhattn.functional.masks.merge_masks`;
+        TypeError, ValueError: see :func:`mhattn.functional.validate.check_mha_inputs`,
+        :func:`mhattn.functional.validate.check_dropout` and :func:`mhattn.functional.masks.merge_masks`;
         ValueError for ``tiled`` with dropout. Arrays of two libraries: TypeError; on two devices: ValueError.
     """
     check_mha_inputs(query, key, value, params, num_heads, head_mask)
@@ -201,7 +198,8 @@ def multi_head_attention_backward(dout, cache: MHACache):
     # step 6 was: out = concat W_o + b_o
     dconcat, grads["W_o"], db_o = linear_backward(dout, cache.out_proj)  # (B, T, d_model)
     # step 5 was: concat -> split the gradient back into heads
-    dmasked = _contiguous(combine_heads_backward(dconcat, cache.split))  # (B, h, T, d_k)
+    dmasked = combine_heads_backward(dconcat, cache.split)  # (B, h, T, d_k)
+    dmasked = contiguous(array_namespace(dmasked), dmasked)
     # step 4 was: heads * ξ -> dξ = <dmasked, heads> per head; dheads = dmasked * ξ
     dhead_mask, dheads = None, dmasked
     if cache.head_mask is not None:

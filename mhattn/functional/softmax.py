@@ -1,4 +1,4 @@
-"""Step 3b: the row-wise softmax that turns scores into attention weights.
+"""Step 3b (numbered as in :mod:`~mhattn.functional.mha`): the row-wise softmax that turns scores into weights.
 
 Vaswani et al. 2017, eq. (1): ``softmax(Q K^T / sqrt(d_k))``. Stable: the row
 maximum is subtracted first, so ``exp`` never overflows. A masked entry is
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace, broadcasts_to, is_numpy, read_only
-from mhattn.xp_extra import sum_axis
+from mhattn.backend import array_namespace, broadcasts_to, read_only
+from mhattn.xp_extra import exp_in_place, max_last
 
 
 class SoftmaxCache(NamedTuple):
@@ -59,40 +59,14 @@ def masked_softmax(scores, mask=None, *, overwrite_input: bool = False):
     else:
         z = scores if overwrite_input else xp.asarray(scores, copy=True)
     # 2. subtract the row maximum (a row that is all -inf uses 0 instead)
-    m = row_max(z)  # (..., 1)
+    m = max_last(xp, z)  # (..., 1) = xp.max(z, axis=-1, keepdims=True)
     z -= xp.where(xp.isfinite(m), m, 0.0)
-    # 3. exponentiate (in place on NumPy)
-    if is_numpy(xp):
-        xp.exp(z, out=z)
-    else:
-        z = xp.exp(z)
+    # 3. exponentiate (xp.exp, into z's own memory where the library can)
+    z = exp_in_place(xp, z)  # (..., S)
     # 4. normalise; an all-masked row has sum 0 and stays all 0
-    s = sum_axis(xp, z, -1, keepdims=True)  # (..., 1)
+    s = xp.sum(z, axis=-1, keepdims=True)  # (..., 1)
     z /= xp.where(s == 0, 1.0, s)
     return z
-
-
-# rows up to this long take the maximum by halving (row_max); longer ones NumPy's own reduction
-ROW_MAX_HALVING = 64
-
-
-def row_max(z):
-    """``max(z, axis=-1, keepdims=True)``: the same values (a maximum does not depend on the order it is
-    taken in; NaN wins as in ``max``), a fresh array. NumPy reduces a short last axis one row at a time,
-    so on NumPy rows of 2 to ``ROW_MAX_HALVING`` entries are halved instead with elementwise maxima,
-    ``log2(S)`` passes over ever smaller arrays (3x faster at S = 16); longer rows, and other libraries,
-    use ``max`` itself.
-    """
-    xp = array_namespace(z)
-    if not (is_numpy(xp) and 2 <= z.shape[-1] <= ROW_MAX_HALVING):
-        return xp.max(z, axis=-1, keepdims=True)
-    m = z  # (..., S)
-    while m.shape[-1] > 1:
-        n = m.shape[-1]
-        half = n // 2
-        top = xp.maximum(m[..., :half], m[..., n - half :])  # (..., n//2); an odd middle entry is kept apart
-        m = top if n % 2 == 0 else xp.concat([top, m[..., half : half + 1]], axis=-1)  # (..., ceil(n/2))
-    return m  # (..., 1)
 
 
 def softmax_backward(dprobs, cache: SoftmaxCache):
@@ -108,7 +82,7 @@ def softmax_backward(dprobs, cache: SoftmaxCache):
     p = cache.probs
     xp = array_namespace(dprobs, p)
     # steps 4-1 together: the full Jacobian diag(p) - p p^T applied to dprobs
-    dot = sum_axis(xp, dprobs * p, -1, keepdims=True)  # (..., 1)
+    dot = xp.sum(dprobs * p, axis=-1, keepdims=True)  # (..., 1)
     dz = dprobs - dot
     dz *= p
     return dz

@@ -73,7 +73,7 @@ class Exercise:
 
 EXERCISES = (
     Exercise("ex01_split_heads", "split heads", ((S.F64, 3), (S.F32, 2)), ("split_heads",),
-             (F + "heads:split_heads_forward", F + "heads:combine_heads_backward"), S.visible_ex01, S.hidden_ex01),
+             (F + "split_heads:split_heads_forward", F + "split_heads:combine_heads_backward"), S.visible_ex01, S.hidden_ex01),
     Exercise("ex02_softmax", "softmax forward and backward", ((S.SM_PLAIN, 3), (S.SM_MASK, 3), (S.SM_BACK, 4)),
              ("softmax_forward", "softmax_backward"),
              (F + "softmax:softmax_forward", F + "softmax:softmax_backward", F + "losses:cross_entropy_forward",
@@ -87,7 +87,7 @@ EXERCISES = (
              (F + "attention:scaled_dot_product_attention_backward", F + "mha:multi_head_attention_backward"),
              S.visible_ex04, S.hidden_ex04),
     Exercise("ex05_combine_heads", "combine heads", ((S.F64, 3), (S.F32, 2)), ("combine_heads",),
-             (F + "heads:combine_heads_forward", F + "heads:split_heads_backward"), S.visible_ex05, S.hidden_ex05),
+             (F + "split_heads:combine_heads_forward", F + "split_heads:split_heads_backward"), S.visible_ex05, S.hidden_ex05),
     Exercise("ex06_mha_forward", "output projection and multi-head forward", ((M.PROJ, 3), (M.WEIGHTS, 3), (M.OUT, 4)),
              ("output_projection", "mha_forward"),
              (F + "mha:multi_head_attention_forward", F + "linear:linear_forward", MHA_CLASS), M.visible_ex06, M.hidden_ex06),

@@ -21,11 +21,11 @@ from mhattn.backend import array_namespace, device_of, to_numpy
 from mhattn.functional.embedding import embedding_forward
 from mhattn.functional.encoder import encoder_block_backward, encoder_block_forward
 from mhattn.functional.feedforward import feedforward_backward, feedforward_forward
-from mhattn.functional.heads import combine_heads_backward, combine_heads_forward
 from mhattn.functional.layernorm import layernorm_backward, layernorm_forward
 from mhattn.functional.linear import linear_backward, linear_forward
 from mhattn.functional.masks import causal_mask
 from mhattn.functional.positional import positional_encoding_forward
+from mhattn.functional.split_heads import combine_heads_backward, combine_heads_forward
 from mhattn.functional.transformer import block_params
 from mhattn.heads.effects import direct_bias_shifts, direct_logits, effect_level
 from mhattn.nn.device import host_dtype

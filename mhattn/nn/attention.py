@@ -12,12 +12,21 @@ import numbers
 
 import numpy as np
 
+from mhattn import executor
 from mhattn.argtypes import as_integer, as_real
 from mhattn.backend import array_namespace, asarray, is_array, plain
 from mhattn.functional.mha import multi_head_attention_backward, multi_head_attention_forward
 from mhattn.nn.device import copy_into
 from mhattn.nn.init import init_mha_params
 from mhattn.nn.torch_io import host_params_from_torch, params_to_torch
+
+
+def _work(query, key, d_model) -> int:
+    """Multiply-adds of one forward: the four projections and the two attention products (0 for a bad input)."""
+    if len(getattr(query, "shape", ())) != 3 or len(getattr(key, "shape", ())) != 3:
+        return 0
+    (B, T, _), S = query.shape, key.shape[1]
+    return B * (2 * T + 2 * S) * d_model * d_model + 2 * B * T * S * d_model
 
 
 def _name(dtype) -> str:
@@ -142,11 +151,12 @@ class MultiHeadAttention:
         key = query if key is None else key
         value = key if value is None else value
         p = self.dropout if training else 0.0
-        out, weights, self._cache = multi_head_attention_forward(
-            query, key, value, self.params, self.num_heads,
-            attn_mask=attn_mask, key_padding_mask=key_padding_mask, head_mask=head_mask,
-            dropout_p=p, rng=self.rng, tiled=self._use_tiled(query, key, need_weights, p), is_causal=is_causal,
-        )  # fmt: skip
+        with executor.pooled(_work(query, key, self.d_model)):  # NumPy: BLAS at one thread, one pool (large calls)
+            out, weights, self._cache = multi_head_attention_forward(
+                query, key, value, self.params, self.num_heads,
+                attn_mask=attn_mask, key_padding_mask=key_padding_mask, head_mask=head_mask,
+                dropout_p=p, rng=self.rng, tiled=self._use_tiled(query, key, need_weights, p), is_causal=is_causal,
+            )  # fmt: skip
         if not need_weights:
             return out, None
         # a copy: the cached weights must stay as they were for backward
@@ -195,7 +205,9 @@ class MultiHeadAttention:
             raise ValueError(f"dout must have the output's shape {tuple(shape)}, got {tuple(dout.shape)}")
         if dout.dtype != self._cache.out_proj.x.dtype:
             raise TypeError(f"dout has dtype {_name(dout.dtype)}, expected {self.dtype}")
-        dquery, dkey, dvalue, self.grads, self.head_mask_grad = multi_head_attention_backward(dout, self._cache)
+        c = self._cache
+        with executor.pooled(2 * _work(c.proj[0].x, c.proj[1].x, self.d_model)):
+            dquery, dkey, dvalue, self.grads, self.head_mask_grad = multi_head_attention_backward(dout, c)
         return dquery, dkey, dvalue
 
     def num_parameters(self) -> int:

@@ -2,7 +2,8 @@
 
 Parameters are made on the current backend and device (:func:`mhattn.set_backend`); after that, every
 array a layer, the training loop or the head analysis makes from host data (token ids, targets, head
-masks) goes to the *parameters'* namespace and device, whatever the current backend has become since.
+masks) goes to the *parameters'* namespace and device, whatever the current backend has become since
+(:func:`mhattn.backend.asarray` with ``like=`` a parameter: the one function that moves arrays).
 Loading copies *into* the parameter arrays, as ``torch.nn.Module.load_state_dict`` does, so an optimiser
 built before keeps updating the live arrays.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mhattn.backend import _library, array_namespace, device_of, is_numpy, safe_to_share, to_numpy
+from mhattn.backend import array_namespace, asarray, to_numpy
 
 _HOST_DTYPES = ("bool", "int32", "int64", "float16", "float32", "float64")
 
@@ -29,26 +30,6 @@ def host_dtype(a) -> np.dtype:
         if a.dtype == getattr(xp, name, None):
             return np.dtype(name)
     raise TypeError(f"dtype {a.dtype} has no NumPy equivalent")
-
-
-def beside(like, x, dtype=None):
-    """``x`` as an array of ``like``'s namespace, on ``like``'s device (no copy when it already is one).
-
-    Args:
-        like: an array (usually a parameter) of any backend.
-        x: a host array-like (NumPy array, list, number) or an array of any backend.
-        dtype: ``like``'s namespace's dtype (e.g. ``like.dtype``) to cast to; None keeps ``x``'s.
-
-    Returns:
-        An array on ``like``'s device; arrays of another library come over through the host, NumPy arrays of any
-        layout (a negative stride included) and subclass (``np.memmap``) as plain arrays.
-    """
-    xp = array_namespace(like)
-    if is_numpy(xp):
-        return np.asarray(to_numpy(x) if _library(x) not in ("numpy", "builtins") else x, dtype=dtype)
-    if _library(x) == _library(like) and str(device_of(x)) == str(device_of(like)):
-        return x if dtype is None or x.dtype == dtype else xp.astype(x, dtype)
-    return xp.asarray(safe_to_share(to_numpy(x)), dtype=dtype, device=device_of(like))
 
 
 def copy_into(params: dict, values: dict, what="parameter") -> None:
@@ -77,4 +58,4 @@ def copy_into(params: dict, values: dict, what="parameter") -> None:
         hosts[n] = host
     for n, host in hosts.items():
         p = params[n]
-        p[...] = beside(p, host, dtype=p.dtype)
+        p[...] = asarray(host, dtype=p.dtype, like=p)

@@ -15,7 +15,7 @@ from mhattn.argtypes import as_integer, as_real
 from mhattn.backend import array_namespace, asarray, plain
 from mhattn.functional.encoder import BLOCK_PARAM_NAMES
 from mhattn.functional.transformer import transformer_backward, transformer_forward
-from mhattn.nn.device import beside, copy_into, host_dtype
+from mhattn.nn.device import copy_into, host_dtype
 from mhattn.nn.init import init_embedding, init_encoder_block, init_layernorm, init_linear
 
 
@@ -165,7 +165,7 @@ class TransformerModel:
                 float dtype (head masks); None keeps ``x``'s (integer ids stay integers).
         """
         p = self.params["embed.W"]
-        return beside(p, x, dtype=p.dtype if dtype == "params" else dtype)
+        return asarray(x, dtype=p.dtype if dtype == "params" else dtype, like=p)
 
     def load_params(self, params):
         """Copy ``params`` (name -> array of any backend, e.g. a checkpoint's) *into* this model's arrays.

@@ -19,9 +19,9 @@ import time
 import numpy as np
 
 from mhattn.argtypes import as_real
-from mhattn.backend import array_namespace
+from mhattn.backend import array_namespace, asarray
 from mhattn.functional.losses import cross_entropy_backward, cross_entropy_forward
-from mhattn.nn.device import beside, host_dtype
+from mhattn.nn.device import host_dtype
 from mhattn.nn.transformer import ModelConfig, TransformerModel
 from mhattn.optim import Adam
 
@@ -95,7 +95,7 @@ def score_batches(logits, targets, batch_size=512, names=None):
     loss_sum, correct, counted = np.zeros(K), np.zeros(K), np.zeros(K)
     for s, batch in zip(range(0, N, batch_size), logits, strict=True):
         for k, (z, y) in enumerate(zip(batch, targets, strict=True)):
-            yb = beside(z, y[s : s + batch_size, ...])
+            yb = asarray(y[s : s + batch_size, ...], like=z)
             loss, cache = cross_entropy_forward(z, yb)
             loss_sum[k] += loss * cache.count  # the batch's mean times its counted targets: their sum
             correct[k] += correct_count(z, yb)

@@ -14,8 +14,8 @@ from torch_cases import CASES, build_case, run_torch
 from xp_testing import xp_assert_close, xp_assert_equal
 
 import mhattn
+from mhattn import executor
 from mhattn.functional import attention_tiled as tiled_mod
-from mhattn.functional import tile_threads
 from mhattn.functional.attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
 from mhattn.functional.attention_tiled import tiled_attention_backward, tiled_attention_forward
 from mhattn.gradcheck import check_backward, rel_error
@@ -268,11 +268,36 @@ def test_the_generic_branch_gives_the_numpy_numbers(backend, kind, causal):
         xp_assert_close(b, a, like=backend, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize(("S", "block_k"), [(40, 40), (1024, 1024), (1025, 1024), (4096, 1024)])
-def test_numpy_default_key_tile_is_the_row_up_to_1024_keys(S, block_k):
-    q = np.zeros((1, 2, 8, 4), np.float32)
-    assert tile_threads.plan_blocks(np, q, S, None, None, None)[:2] == (256, block_k)
-    assert tile_threads.plan_blocks(np, q, S, 16, 7, 1) == (16, 7, 1)  # explicit sizes are kept
+@pytest.mark.parametrize(
+    ("l2", "dtype", "S", "block_k"),
+    [(2 << 20, np.float32, 40, 40), (2 << 20, np.float32, 4096, 1024), (1 << 20, np.float32, 4096, 512),
+     (1 << 20, np.float32, 300, 300), (1 << 20, np.float64, 4096, 256), (256 << 10, np.float32, 4096, 128)],
+)  # fmt: skip
+def test_numpy_default_key_tile_fills_half_the_l2_at_most(monkeypatch, l2, dtype, S, block_k):
+    """A (256, block_k) score tile takes at most half of one core's L2: 512 float32 keys for 1 MiB, 1024 for 2 MiB."""
+    monkeypatch.setattr(executor, "_L2", [l2])
+    q = np.zeros((1, 2, 8, 4), dtype)
+    assert executor.plan_blocks(np, q, S, None, None, None)[:2] == (256, block_k)
+    assert executor.plan_blocks(np, q, S, 16, 7, 1) == (16, 7, 1)  # explicit sizes are kept
+
+
+def test_l2_size_comes_from_sysfs_level_2_or_the_documented_fallback(monkeypatch, tmp_path):
+    for entry, level, size in (("index0", 1, "48K"), ("index2", 2, "1280K"), ("index3", 3, "32M")):
+        (tmp_path / entry).mkdir()
+        (tmp_path / entry / "level").write_text(f"{level}\n")
+        (tmp_path / entry / "size").write_text(f"{size}\n")
+    real_listdir, real_open = executor.os.listdir, open
+
+    def redirect(path):
+        return str(path).replace("/sys/devices/system/cpu/cpu0/cache", str(tmp_path))
+
+    monkeypatch.setattr(executor.os, "listdir", lambda path: real_listdir(redirect(path)))
+    monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(redirect(path), *a, **k))
+    monkeypatch.setattr(executor, "_L2", [])
+    assert executor.l2_bytes() == 1280 << 10
+    monkeypatch.setattr(executor.os, "listdir", lambda path: real_listdir(tmp_path / "missing"))
+    monkeypatch.setattr(executor, "_L2", [])
+    assert executor.l2_bytes() == executor.L2_FALLBACK == 1 << 20
 
 
 def test_long_rows_take_several_key_tiles_and_match_the_plain_path():
@@ -280,6 +305,6 @@ def test_long_rows_take_several_key_tiles_and_match_the_plain_path():
     q, k, v = (rng.standard_normal((1, 1, 3, 4)) for _ in range(3))
     k, v = (np.concatenate([a] * 700, axis=2) + rng.standard_normal((1, 1, 2100, 4)) for a in (k, v))  # S = 2100: 3 tiles
     out, _, cache = tiled_attention_forward(q, k, v)
-    assert cache.block_k == 1024
+    assert cache.block_k == executor.plan_blocks(np, q, 2100, None, None, None)[1] < 2100  # the L2-sized default
     want, _, _ = scaled_dot_product_attention_forward(q, k, v)
     assert rel_error(out, want) < 1e-12

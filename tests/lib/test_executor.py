@@ -1,0 +1,99 @@
+"""The NumPy executor: one pool per large call, BLAS held to one thread, results equal to the unpooled ones."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mhattn import MultiHeadAttention, executor
+from mhattn.functional.attention_tiled import tiled_attention_forward
+
+threadpoolctl = pytest.importorskip("threadpoolctl")
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """Every call pooled over two threads (whatever this machine's limit), and a record of the splits."""
+    splits = []
+    real_map = executor._map
+    monkeypatch.setattr(executor, "thread_budget", lambda: 2)
+    monkeypatch.setattr(executor, "MIN_CALL_WORK", 0)
+    monkeypatch.setattr(executor, "MIN_GEMM_WORK", 0)
+    monkeypatch.setattr(executor, "_map", lambda job, items, n: (splits.append((len(items), n)), real_map(job, items, n)))
+    return splits
+
+
+def _fwd_bwd(m, x, dout, **kw):
+    out, _ = m.forward(x, need_weights=False, **kw)
+    dx = m.backward(dout)[0]
+    return out, dx, dict(m.grads)
+
+
+@pytest.mark.parametrize(("B", "T", "attention"), [(3, 40, "plain"), (1, 70, "tiled"), (2, 33, "plain")])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pooled_call_equals_the_unpooled_one(monkeypatch, B, T, attention, dtype):
+    rng = np.random.default_rng(B * T)
+    x, dout = (rng.standard_normal((B, T, 48)).astype(dtype) for _ in range(2))
+    m = MultiHeadAttention(48, 4, dtype=np.dtype(dtype).name, seed=1, attention=attention)
+    monkeypatch.setattr(executor, "MIN_CALL_WORK", 1 << 62)  # never pooled
+    want = _fwd_bwd(m, x, dout, is_causal=True)
+    splits = []
+    with monkeypatch.context() as mp:
+        real_map = executor._map
+        mp.setattr(executor, "thread_budget", lambda: 2)
+        mp.setattr(executor, "MIN_CALL_WORK", 0)
+        mp.setattr(executor, "MIN_GEMM_WORK", 0)
+        mp.setattr(executor, "_map", lambda job, items, n: (splits.append(n), real_map(job, items, n)))
+        got = _fwd_bwd(m, x, dout, is_causal=True)
+    assert splits and all(n == 2 for n in splits)  # the work did go over the pool
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for a, b in zip(want[:2], got[:2], strict=True):
+        np.testing.assert_allclose(b, a, rtol=tol, atol=tol * np.abs(a).max())
+    scale = max(float(np.abs(g).max()) for g in want[2].values())  # b_k's gradient is 0 up to rounding: one scale for all
+    for name, g in want[2].items():
+        np.testing.assert_allclose(got[2][name], g, rtol=tol, atol=tol * scale, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape"), [((37, 5), (5, 3)), ((3, 5), (5, 41)), ((4, 2, 9, 5), (4, 2, 5, 7)), ((2, 9, 5), (5, 7))]
+)
+def test_split_matmul_is_numpys_matmul(two_threads, a_shape, b_shape):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
+    with executor.pooled():
+        got = executor.NUMPY.matmul(a, b)
+    assert got.shape == np.matmul(a, b).shape and np.allclose(got, np.matmul(a, b), rtol=1e-12, atol=1e-12)
+    assert two_threads and two_threads[-1][1] == 2
+
+
+def test_pooled_call_holds_blas_to_one_thread_and_restores_it(two_threads):
+    before = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    with executor.pooled():
+        inside = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+        assert executor.workers() == 2
+    assert all(n == 1 for n in inside) and executor.workers() == 0
+    assert [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"] == before
+
+
+def test_the_budget_honours_the_users_blas_limit_and_environment(monkeypatch):
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        assert executor.thread_budget() == 1
+        with executor.pooled():
+            assert executor.workers() == 0  # a one-thread budget runs the call as it is
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert executor.thread_budget() == 1
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(executor.os, "sched_getaffinity", lambda pid: {0})
+    assert executor.thread_budget() == 1
+
+
+def test_small_calls_are_not_pooled(monkeypatch):
+    monkeypatch.setattr(executor, "thread_budget", lambda: 2)
+    with executor.pooled(executor.MIN_CALL_WORK - 1):
+        assert executor.workers() == 0
+
+
+def test_tiled_workers_default_to_the_budget(monkeypatch):
+    monkeypatch.setattr(executor, "thread_budget", lambda: 1)
+    q = np.zeros((2, 3, 5, 4))
+    assert tiled_attention_forward(q, q, q)[2].workers == 1
