@@ -14,6 +14,7 @@ import pytest
 
 import mhattn
 from mhattn.backend import array_namespace, device_of
+from mhattn.executor import NUMPY
 
 
 def _check_placement(actual, desired, xp, device, like, err_msg):
@@ -21,7 +22,7 @@ def _check_placement(actual, desired, xp, device, like, err_msg):
     if like is not None:
         xp, device = like.xp, like.device
     want_xp = array_namespace(desired) if xp is None else xp
-    if want_xp is np:  # NumPy itself: a plain ndarray, not a subclass or a NumPy scalar
+    if want_xp is np or want_xp is NUMPY:  # NumPy (mhattn's NumPy namespace too): a plain ndarray, not a subclass or a NumPy scalar
         assert type(actual) is np.ndarray, (
             f"{err_msg}: expected a numpy.ndarray, got {type(actual).__module__}.{type(actual).__name__}"
         )
