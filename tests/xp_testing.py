@@ -22,7 +22,7 @@ def _check_placement(actual, desired, xp, device, like, err_msg):
     if like is not None:
         xp, device = like.xp, like.device
     want_xp = array_namespace(desired) if xp is None else xp
-    if want_xp is np or want_xp is NUMPY:  # NumPy (mhattn's NumPy namespace too): a plain ndarray, not a subclass or a NumPy scalar
+    if want_xp is np or want_xp is NUMPY:  # NumPy (mhattn's namespace too): a plain ndarray, no subclass or scalar
         assert type(actual) is np.ndarray, (
             f"{err_msg}: expected a numpy.ndarray, got {type(actual).__module__}.{type(actual).__name__}"
         )

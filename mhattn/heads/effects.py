@@ -41,8 +41,8 @@ heads-only - direct is what the downstream LayerNorms and feed-forward layers (a
 from __future__ import annotations
 
 from mhattn.backend import array_namespace
-from mhattn.functional.split_heads import combine_heads_forward
 from mhattn.functional.linear import linear_forward
+from mhattn.functional.split_heads import combine_heads_forward
 
 EFFECTS = ("total", "heads-only", "direct")  # from nothing frozen to everything downstream frozen
 
