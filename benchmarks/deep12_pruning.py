@@ -8,9 +8,10 @@ For each training seed of the ``text-deep12`` recipe (4 layers x 12 heads, d_k 8
   layer's twelve heads (the other layers keep all theirs), each with the surviving heads free (total effect), with
   them frozen (heads-only) and with everything downstream frozen (direct effect), single-head costs at the same
   three levels, the pruning curve within the layer and a brief fine-tuning;
-* the second question, half of all 48 heads from any layers (``mhattn prune --task text-deep12 --remove 24``).
+* the second question, half of all 48 heads from any layers (``mhattn prune --task text-deep12 --layer none
+  --remove 24 --n-random 100``).
 
-Writes ``mhattn/data/text-deep12-pruning.json`` (notebook 07 reads it; ``tests/test_deep12.py`` re-computes a
+Writes ``mhattn/data/text-deep12-pruning.json`` (notebook 07 reads it; ``tests/lib/test_deep12.py`` re-computes a
 slice of seed 0)::
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/deep12_pruning.py --seeds 0      # one seed per process, in parallel

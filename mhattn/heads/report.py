@@ -16,7 +16,7 @@ intervals, not the point values, ``details.finetune.recovered_fraction`` (and
 ends with one "Answer: ..." sentence. :func:`~mhattn.heads.prune.run_prune` with ``direct=True`` adds the
 direct effect (:mod:`mhattn.heads.effects`) and the frozen accuracies to ``details`` (``ablation_direct_dloss``/
 ``_dacc``, ``ablation_frozen_dacc``; ``random.frozen_dacc``, ``direct_dloss``, ``direct_dacc``); ``mhattn prune``
-does not ask for them. docs/prune_report.md documents every key.
+asks for them from version 4 on. docs/prune_report.md documents every key.
 Version 4 added removals from one layer (``details.settings.layer``;
 ``details.layer`` and ``model_num_layers``, the per-head arrays of that layer only), the three levels of freezing
 (``details.random.direct_dloss``/``direct_dacc``/``frozen_dacc``, ``details.ablation_direct_dloss``/``_dacc``,
