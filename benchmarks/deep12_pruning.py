@@ -79,7 +79,7 @@ def main() -> None:
         _, meta = load_checkpoint(shipped_path("text-deep12"))
         result = {"recipe": RECIPES["text-deep12"], "task": meta["task"], "text_sha256": text_sha256(), "layer": LAYER,
                   "half": HALF, "seeds": seeds}  # fmt: skip
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        Path(args.out).write_text(json.dumps(result) + "\n")  # compact: it ships in the wheel
         print(f"wrote {args.out}")
         return
     seeds = [measure(s, args.checkpoints) for s in args.seeds]

@@ -31,6 +31,8 @@
 #   the deep model freeing them changes little); the layers *after* them do, in the head-dropout model (self-repair),
 #   while in the other models they add to the cost.
 # - *"Some heads may have been adding noise"*: not seen in any model.
+# - *A second question*, half of all 48 heads of the deep model taken from any layers: there the loss grows less than
+#   the naive reading but the accuracy falls *more* than it, so "less than expected" depends on the measure too.
 #
 # Notebook 06 introduced the two one-layer models (plain, and trained with head dropout p = 0.3) and the loss in
 # **nats**; notebook 10 a deep text model. Here the deep model is `text-deep12`: 4 layers × **12 heads** (d_model 96,
@@ -68,20 +70,20 @@ plain, hd = planted["roles-plain"], planted["roles-headdropout"]
 deep_file = json.loads((DATA_DIR / "text-deep12-pruning.json").read_text())
 deep = {s["seed"]: [model_report(d) for d in s["layers"]] for s in deep_file["seeds"]}  # seed -> one report per layer
 half = {s["seed"]: model_report(s["half"]) for s in deep_file["seeds"]}  # half of all 48 heads, from any layer
-shown = {**planted, **{f"text-deep12 L{i}": r for i, r in enumerate(deep[0])}}  # seed 0: the shipped checkpoint
+shown = {**planted, **{f"text-deep12 L{i}": r for i, r in enumerate(deep[0])}, "text-deep12 24/48": half[0]}  # seed 0
 every_deep = [r for reports in deep.values() for r in reports]  # 4 layers x 3 seeds
 box = course_box(shown)
 print(QUESTION, "\n")
 print(box)
-print(f"\n({word_count(box)} words; loss in nats, accuracy in percentage points; deep model: training seed 0 of "
-      f"{len(deep)}, each layer's six removed with the other layers whole)")  # fmt: skip
+print(f"\n({word_count(box)} words; the deep model: training seed 0 of {len(deep)}, the shipped checkpoint; L0-L3: six of "
+      f"that layer's twelve heads, the other layers whole; 24/48: half of all its heads, from any layers)")  # fmt: skip
 
 # %%
-v = {name: r.verdicts for name, r in shown.items()}
-every = [*planted.values(), *every_deep]
+every = [*planted.values(), *every_deep]  # six of twelve: both one-layer models, every layer of every seed
 assert word_count(box) <= COURSE_BOX_WORDS
 assert all(r.verdicts.less_than_naive and r.verdicts.less_than_naive_acc for r in every)  # less than naive, both
-assert all(r.verdicts.more_than_additive for r in every)  # more than additive in loss
+assert all(r.verdicts.more_than_additive for r in [*every, *half.values()])  # more than additive in loss
+assert all(h.verdicts.less_than_naive and h.verdicts.worse_than_naive_acc for h in half.values())  # the measures split
 assert hd.verdicts.typical_cheap and not any(r.verdicts.typical_cheap for r in [plain, *every_deep])
 assert hd.verdicts.duplicated_roles and len(hd.q2_compensation.duplicated_roles) == 3  # every job held twice or more
 assert hd.verdicts.downstream_compensates and not plain.verdicts.downstream_compensates
@@ -100,9 +102,9 @@ assert not any(r.verdicts.reason3_noise_holds for r in every)  # noise: not seen
 #
 # Both are defined for accuracy in the same way (single accuracy changes a_j; the accuracy with no heads). The
 # box's intervals are 95% bootstrap intervals of the median over the random draws (`bootstrap_interval`). The
-# naive reading in *loss* has a flaw in the one-layer models: with no heads at all they are confidently wrong, worse
-# than a uniform guess over the 66 classes, so "half of that" is a poor yardstick. Accuracy cannot fall below zero,
-# which makes it the clearer test; the verdict is the same in both.
+# naive reading in *loss* has a flaw for the plain one-layer model: with no heads at all it is confidently wrong,
+# worse than a uniform guess over the 66 classes, so "half of that" is a poor yardstick. Accuracy cannot fall below
+# zero, which makes it the clearer test; for both one-layer models the verdict is the same in both measures.
 
 # %%
 uniform = math.log(66)  # a uniform guess over the planted task's 66 classes, in nats
@@ -112,7 +114,7 @@ for name, m in planted.items():
     print(f"{name}: loss with no heads {none:.2f} nats against a uniform guess {uniform:.2f}; accuracy with no heads "
           f"{100 * e.no_heads_acc:.1f}%; additive mean by enumeration of all C(12, 6) subsets "
           f"{subset_sums(np.ravel(m.details['ablation_zero_dloss']), 6).mean():+.4f}")  # fmt: skip
-    assert none > uniform  # worse than guessing: the naive loss reading is inflated
+    assert none > uniform or name != "roles-plain"  # the plain model without heads: worse than guessing
     assert math.isclose(subset_sums(np.ravel(m.details["ablation_zero_dloss"]), 6).mean(), e.additive_expected_dloss,
                         rel_tol=1e-9)  # the formula against all 924 subsets, two routes  # fmt: skip
 

@@ -102,11 +102,11 @@ COURSE_BOX_WORDS = 150  # notebook 07's box, all models together
 
 
 def _row(name: str, e: Expectation) -> str:
-    """One model's numbers: median change [95% interval] against the naive / additive readings, loss then accuracy."""
+    """One model's numbers: median change [95% interval] vs the naive/additive readings, loss (nats); accuracy (points)."""
     lo, hi = e.observed_dloss_median_ci
     alo, ahi = (100 * x for x in e.observed_dacc_median_ci)
-    return (f"{name}: loss {e.observed_dloss_median:+.2f} [{lo:+.2f},{hi:+.2f}] vs {e.naive_expected_dloss:+.2f}/"
-            f"{e.additive_median_dloss:+.2f}; accuracy {100 * e.observed_dacc_median:+.1f} [{alo:+.1f},{ahi:+.1f}] vs "
+    return (f"{name}: {e.observed_dloss_median:+.3f} [{lo:+.3f},{hi:+.3f}] vs {e.naive_expected_dloss:+.3f}/"
+            f"{e.additive_median_dloss:+.3f}; {100 * e.observed_dacc_median:+.1f} [{alo:+.1f},{ahi:+.1f}] vs "
             f"{100 * e.naive_expected_dacc:+.1f}/{100 * e.additive_expected_dacc:+.1f}")  # fmt: skip
 
 
@@ -120,12 +120,16 @@ def course_box(reports: dict) -> str:
     """Notebook 07's answer box: one row of numbers per model (median change in loss, nats, and accuracy, points,
     with 95% intervals, against the naive/additive readings), then each reason of the usual answer and the models
     whose data support it. At most :data:`COURSE_BOX_WORDS` words for up to six models."""
-    lines = ["Six of twelve heads removed at random, median [95% interval] vs naive/additive:",
+    lines = ["Six of twelve heads removed at random (unless named): loss (nats); accuracy (points), median [95% "
+             "interval] vs naive/additive",
              *(_row(n, r.expectation) for n, r in reports.items()),
              f'"{REASON_WORDS["little"]}": a typical removal is cheap in {_which(reports, lambda r: r.verdicts.typical_cheap)}',
              f'"{REASON_WORDS["overlap"]}": duplicated roles in {_which(reports, lambda r: r.verdicts.duplicated_roles)}',
-             f'"{REASON_WORDS["compensate"]}": the later layers do in '
-             f"{_which(reports, lambda r: bool(r.verdicts.downstream_compensates))}; surviving heads in "
+             f'"{REASON_WORDS["compensate"]}": the layers after the removed heads do in '
+             f"{_which(reports, lambda r: bool(r.verdicts.downstream_compensates))}; the surviving heads in "
              f"{_which(reports, lambda r: r.verdicts.reason2_compensation_holds)}",
              f'"{REASON_WORDS["noise"]}": seen in {_which(reports, lambda r: r.verdicts.reason3_noise_holds)}']  # fmt: skip
+    split = _which(reports, lambda r: r.verdicts.less_than_naive != r.verdicts.less_than_naive_acc)
+    if split != "none":  # where the two measures disagree, the box says so
+        lines.insert(len(reports) + 1, f"Loss and accuracy disagree against the naive reading in: {split}")
     return "\n".join(lines)

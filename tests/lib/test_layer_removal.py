@@ -86,3 +86,20 @@ def test_the_answer_box_is_short_quotes_each_reason_and_follows_the_verdicts(sma
     assert ('": yes:' in line) == r.verdicts.typical_cheap
     r.verdicts.downstream_compensates, r.verdicts.downstream_amplifies = True, False
     assert "the layers after them" in model_box("small", r) and "on the direct cost: yes" in model_box("small", r)
+
+
+def test_the_course_box_lists_every_model_and_says_where_loss_and_accuracy_disagree(small):
+    from mhattn.heads.answer_box import COURSE_BOX_WORDS, course_box
+
+    model, task = small
+    reports = {f"L{i}": model_report(run_prune(model, task, _settings(layer=i, n_random=6), gates=False, direct=True))
+               for i in range(L)}  # fmt: skip
+    box = course_box(reports)
+    assert word_count(box) <= COURSE_BOX_WORDS and all(f"\n{name}: " in box for name in reports)
+    split = [n for n, r in reports.items() if r.verdicts.less_than_naive != r.verdicts.less_than_naive_acc]
+    assert ("disagree" in box) == bool(split)
+    r = reports["L0"]
+    r.verdicts.less_than_naive, r.verdicts.less_than_naive_acc = True, False  # make them disagree
+    assert "Loss and accuracy disagree against the naive reading in: L0" in course_box(reports)
+    r.verdicts.reason3_noise_holds = True
+    assert f'"{REASON_WORDS["noise"]}": seen in L0' in course_box(reports)
