@@ -346,7 +346,7 @@ assert job_cost[:, rare_k].min() / 3 > 0.1  # the rare job alone costs each of t
 # sixes the rare job's loss alone is enough to cost more than a tenth of a nat (the split by job above).
 #
 # Removing heads did not change what the other heads attend to: their maps are the same bit for bit. Notebook 07's
-# frozen-survivors evaluation (every surviving head's output held at its value with all heads present) has nothing
+# heads-only evaluation (every surviving head's output held at its value with all heads present) has nothing
 # to add in these models: each head's output is its attention map applied to values computed from the embeddings,
 # which no removal changes, so it is the same with or without the others, and `HeadMaskEvaluator.evaluate` runs a
 # one-layer model's frozen evaluation as the ordinary one. A cheap removal is therefore not the survivors doing the
@@ -492,7 +492,8 @@ print("the two recipes differ in:", [k for k in ("seed", "steps", "batch_size", 
 # (the count is printed). Unequal shares of costs this small say nothing about which heads matter.
 # Since no head here can change what it does, the cheap sixes are not the survivors taking over: the survivors,
 # unchanged, already make enough evidence for each job. Notebook 07 tests these claims against both expectations
-# and separates spare evidence from compensation and from recovery by fine-tuning.
+# and separates what the removed heads did directly from how the layers after them answer the removal, and both from
+# recovery by fine-tuning.
 #
 # *What made the difference.* The two recipes differ only in head dropout (same architecture, seed, steps, batch and
 # learning rate: the cell above checks), so head dropout is the likely cause of the

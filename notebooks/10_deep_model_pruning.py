@@ -293,8 +293,8 @@ assert all(agreement(c, r) - agreement(c, i) > 0.2 for c, r, i in zip(closed, ra
 # | Voita et al. 2019 (abstract; §6) | Transformer-base encoder, 6 layers × 8 heads = 48 | WMT English–Russian | hard-concrete gates trained with the model prune 38 of 48 encoder heads for −0.15 BLEU |
 # | this notebook | 4 layers × 8 heads, d_k 8 (parameters: the first cell) | next character of Python's documentation (loss in nats) | the numbers above, three training seeds |
 #
-# **What matches.** Heads differ in what they cost (the costliest more than five times the cheapest, in every seed;
-# notebook 07 shows how much less unevenly than in its planted-roles models), and the gradient importance finds
+# **What matches.** Heads differ in what they cost (the costliest more than five times the cheapest, in every seed),
+# and the gradient importance finds
 # cheap heads: the first tenth or fifth removed by importance cost less than a random choice. Pruning is uneven across layers: some layers keep only a
 # few heads while others keep most, as Michel et al. saw layers that need only one head; Voita et al.'s gates
 # likewise reduce one layer (here the last) to one or two heads.
