@@ -34,6 +34,11 @@
 # - *A second question*, half of all 48 heads of the deep model taken from any layers: there the loss grows less than
 #   the naive reading but the accuracy falls *more* than it, so "less than expected" depends on the measure too.
 #
+# **After this notebook you can**
+# - give the answer above from numbers, in loss and in accuracy, against two readings of "expected";
+# - tell a removed head's direct effect from how the rest of the network answers its removal;
+# - quote a random removal with its 95% interval, and say where a verdict depends on the measure.
+#
 # Notebook 06 introduced the two one-layer models (plain, and trained with head dropout p = 0.3) and the loss in
 # **nats**; notebook 10 a deep text model. Here the deep model is `text-deep12`: 4 layers × **12 heads** (d_model 96,
 # d_k 8), predicting the next character of Python's documentation, so that the question can be asked as it is put:
@@ -270,6 +275,9 @@ assert cmp.scratch_loss < cmp.finetuned_loss and cmp.scratch_min_acc >= 0.99
 # | this notebook | 1 layer × 12; 4 layers × 12 | planted roles; Python's documentation | the box above |
 #
 # The papers prune by training (Voita) or by importance (Michel), in large models; the question removes heads at
-# random. **Exercises.** Exercise 10 (`exercises/ex10_random_removal.py`) computes the exact expected loss change over
-# all C(h, k) subsets; exercise 9 Michel's importance. **Try it.** `mhattn prune` runs the two one-layer models;
-# `mhattn prune --task text-deep12` runs the deep model's seed 0 layer by layer (it prints its wall time).
+# random.
+#
+# **Exercises.** Exercise 10 (`exercises/ex10_random_removal.py`) computes the exact expected loss change over all
+# C(h, k) subsets; exercise 9 (`exercises/ex09_head_importance.py`) Michel's importance. **Try it.** `mhattn prune`
+# runs the two one-layer models; `mhattn prune --task text-deep12` runs the deep model's seed 0 layer by layer (it
+# prints its wall time).
