@@ -44,7 +44,7 @@ def number_in(kind, low=None, high=None, *, low_open=False, high_open=False):
         return x
 
     parse.__name__ = f"{noun.split()[-1]} {where}"  # argparse names the type in some messages
-    parse.range_text = where  # marks the options checked here (tests/course/test_docs_commands.py looks for it)
+    parse.range_text = where  # marks the options checked here (tests/course/test_cli_errors.py looks for it)
     return parse
 
 

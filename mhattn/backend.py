@@ -14,8 +14,9 @@ at import): ``"numpy"`` (default), ``"cupy"``, ``"torch"`` (``device="cpu"`` or 
 ``"array_api_strict"`` (tests: ``device="device1"`` stands in for a GPU, refusing host conversion).
 
 The standard lacks a few things mhattn needs; each has one named helper in :mod:`mhattn.xp_extra` with one
-implementation per library and a generic one; how a NumPy call uses the cores is :mod:`mhattn.executor`'s.
-These three modules hold every NumPy-only branch of mhattn; the steps in :mod:`mhattn.functional` have none.
+implementation per library and a generic one; how a NumPy call uses the cores is :mod:`mhattn.executor`'s;
+which NumPy arrays mhattn takes and how any array comes to the host (:func:`to_numpy`) is :mod:`mhattn.host`'s.
+These four modules hold every NumPy-only branch of mhattn; the steps in :mod:`mhattn.functional` have none.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from types import ModuleType
 import numpy as np
 
 from mhattn.executor import NUMPY, is_numpy  # noqa: F401 (is_numpy: re-exported for xp_extra)
+from mhattn.host import _library, _numpy_kind, plain, safe_to_share, to_numpy  # noqa: F401 (plain: re-exported)
 
 BACKENDS = ("numpy", "cupy", "torch", "array_api_strict")
 _current = "numpy"
@@ -128,41 +130,6 @@ def current_array_module() -> ModuleType:
     return _import_backend(_current)
 
 
-def _library(a) -> str:
-    """The library of ``a``: ``"numpy"`` for any ``numpy.ndarray`` (subclasses such as ``np.memmap`` included)."""
-    return "numpy" if isinstance(a, np.ndarray) else type(a).__module__.split(".")[0]
-
-
-def _numpy_kind(a) -> bool:
-    """Whether ``a`` is a NumPy array mhattn takes: ``ndarray`` or a subclass whose arithmetic is ndarray's
-    (``np.memmap``, ``np.load(..., mmap_mode="r")``); not a masked array (its mask would be ignored) or an
-    ``np.matrix`` (``*`` is a matrix product there)."""
-    return type(a) is np.ndarray or (isinstance(a, np.ndarray) and not isinstance(a, (np.ma.MaskedArray, np.matrix)))
-
-
-def plain(a):
-    """``a`` with a NumPy subclass (``np.memmap``) seen as the plain ``ndarray`` it views (no copy); else ``a``.
-
-    The public entries pass their array arguments through it, so a memory-mapped input gives the results, and
-    the result types, of the plain-array path.
-    """
-    return np.asarray(a) if isinstance(a, np.ndarray) and type(a) is not np.ndarray and _numpy_kind(a) else a
-
-
-def safe_to_share(host):
-    """A host array another library may take as it is: a C-contiguous copy when a stride is negative or the
-    array is read-only, else the array itself.
-
-    torch refuses NumPy arrays with a negative stride (``np.flip(x, 1)``, ``x[:, ::-1]``; pytorch/pytorch#92680),
-    and would share a read-only array's memory (``np.load(..., mmap_mode="r")``), where a write through the
-    tensor is undefined; every other layout (transposed, sliced, Fortran order) passes as it is.
-    """
-    host = np.asarray(host)
-    if any(s < 0 for s in host.strides) or not host.flags.writeable:
-        return np.array(host, order="C", copy=True)
-    return host
-
-
 def _arrays(arrays):
     return [a for a in arrays if a is not None and not isinstance(a, (bool, int, float, complex)) and hasattr(a, "shape")]
 
@@ -239,33 +206,6 @@ def broadcasts_to(shape, target) -> bool:
         return len(shape) <= len(target) and np.broadcast_shapes(shape, target) == tuple(target)
     except ValueError:
         return False
-
-
-def to_numpy(x, *, copy: bool = False):
-    """``x`` (an array of any backend, on any device, or an array-like) as a host ``numpy.ndarray``.
-
-    Device arrays come over by the library's own transfer (CuPy ``.get()``, torch ``.cpu()``,
-    array-api-strict ``to_device``) or DLPack, never by ``numpy.asarray`` on a device array.
-    An array already on the host (NumPy, torch CPU, array-api-strict's CPU device) comes back as a view of
-    the same memory unless ``copy=True``: take a copy to keep a snapshot across in-place updates
-    (an optimiser's step, say). torch's bfloat16, which NumPy lacks, comes back as float32 (exactly: every
-    bfloat16 value is a float32 value).
-    """
-    if copy:
-        return np.array(to_numpy(x), copy=True)
-    if isinstance(x, (np.ndarray, np.generic)) or not hasattr(x, "shape"):
-        return np.asarray(x)
-    library = _library(x)
-    if library == "cupy":
-        return x.get()
-    if library == "torch":
-        x = x.detach().cpu()
-        return (x.float() if str(x.dtype) == "torch.bfloat16" else x).numpy()
-    if library == "array_api_strict":
-        import array_api_strict
-
-        return np.asarray(x.to_device(array_api_strict.Device("CPU_DEVICE")))
-    return np.from_dlpack(x)
 
 
 def asarray(x, dtype=None, *, like=None):

@@ -19,7 +19,7 @@ exercise also runs under :data:`MEMORY_CAP`, a hard address-space limit set in t
 out of memory whatever holds its scores (``mmap``, ``ctypes``). Any floating-point warning (a ``0/0`` or
 ``-inf - -inf`` on a row with no allowed key) fails :data:`WARN`, and so does silencing one (the file's text:
 :func:`mhattn.grade.scan.silencing`; the call: :class:`mhattn.grade.guard.QuietWatch`), except the flags a matrix
-product leaves, which some OpenBLAS kernels set at random (:data:`mhattn.grade.worker.PRODUCT_FLAGS`). The memory,
+product leaves, which some OpenBLAS kernels set at random (:data:`mhattn.grade.probe.PRODUCT_FLAGS`). The memory,
 block and warning checks qualify the values (:data:`QUALIFIERS`): each scores only beside them.
 """
 

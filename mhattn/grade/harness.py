@@ -32,7 +32,7 @@ class Call:
     ``check`` names the exercise's check (see ``spec.Exercise.checks``) this call counts for. A call whose
     result has parts scored apart (e.g. each gradient of a backward) gives ``parts``: ``((check, judge), ...)``
     in place of ``judge`` and ``check``. With ``probe`` the worker measures the call (its peak memory and first
-    warning, :func:`mhattn.grade.worker._probed`) and each judge gets ``(value, {"peak", "warning"})``.
+    warning, :func:`mhattn.grade.probe.probed`) and each judge gets ``(value, {"peak", "warning"})``.
     ``memory_note`` replaces the usual advice (``--memory``) when the call runs out of memory (exercise 11's cap).
     """
 

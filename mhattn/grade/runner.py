@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format  # noqa: F401 - loaded before any worker runs (plain mode watches numpy's files)
 
-from mhattn.grade import guard, imports, launch, sandbox, scan, user, verdict
+from mhattn.grade import guard, imports, launch, probe, sandbox, scan, user, verdict
 from mhattn.grade.harness import one_line
 from mhattn.grade.spec import EXERCISES, Exercise, find
 from mhattn.grade.stubs import stubs_for
@@ -94,8 +94,8 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
     calls, n_visible = plan(ex, seed)
     stubs = stubs_for(ex.hidden_modules, ex.name)
     make_cmd, seen_as = session.command(ex, path, stubs)
-    request = {"file": seen_as, "source": source, "functions": list(ex.functions), "stubs": stubs,
-               "allowed": list(imports.allowed_modules()), "guard": guard.SOURCE, "cap": _cap(ex),
+    request = {"file": seen_as, "source": source, "functions": list(ex.functions), "stubs": stubs, "cap": _cap(ex),
+               "allowed": list(imports.allowed_modules()), "guard": guard.SOURCE, "probe": probe.SOURCE,
                "calls": [{"fn": c.fn, "args": list(c.args), "probe": c.probe} for c in calls]}  # fmt: skip
     before = None if session.sandbox else files_state()
     outcome = launch.run(make_cmd, frame(request), limits, session.env(), str(session.tmp / "cwd"))

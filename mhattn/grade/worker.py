@@ -3,10 +3,10 @@
 The grader (:mod:`mhattn.grade.launch`) runs ``python -I -S worker.py REQUEST_FD REPLY_FD DONE_FD MEMORY CPU
 FILE_SIZE PATH``: isolated (no ``PYTHON*`` variables, no user site) and without ``site`` (no ``.pth`` file, no
 ``sitecustomize``: nothing a start-up file names runs here), ``PATH`` a JSON list of the folders that hold mhattn
-and numpy. It reads the request (which functions to call with which inputs, and the text of
-:mod:`mhattn.grade.guard`), sets its own limits and import hook (stand-ins for the mhattn modules the exercise
-may not run: :mod:`mhattn.grade.routes`), imports the learner's file, makes each call, writes the results to
-``REPLY_FD`` and one byte to ``DONE_FD``, then waits to be killed with everything it started.
+and numpy. It reads the request (which functions to call with which inputs, and the texts of
+:mod:`mhattn.grade.guard` and :mod:`mhattn.grade.probe`), sets its own limits and import hook (stand-ins for the
+mhattn modules the exercise may not run: :mod:`mhattn.grade.routes`), imports the learner's file, makes each call,
+writes the results to ``REPLY_FD`` and one byte to ``DONE_FD``, then waits to be killed with everything it started.
 The reply holds return values, and each call's inputs as they were after the call (the grader compares them
 with what it sent: :mod:`mhattn.grade.inplace`): arrays as ``.npy`` (read back with ``allow_pickle=False``),
 numbers, strings and lists as JSON. Scores, expected values and seeds never reach this process, nor a copy of
@@ -28,6 +28,7 @@ MAGIC = b"MHATTN-GRADE-1\n"
 MAX_DEPTH = 16
 EXIT_TOO_LARGE = 86  # the worker's exit code when its results do not fit under the size limit (not a usual one)
 RULES = None  # the grader's mhattn.grade.guard, run from the request's text (main); None when run in-process
+PROBE = None  # the grader's mhattn.grade.probe, likewise
 
 
 class Opaque:
@@ -218,53 +219,14 @@ def call_one(module, call: dict, path: str) -> dict:
     return {"value": value, "inputs": _plain(list(args)), "names": names}
 
 
-# NumPy's warning for a floating-point fault, and for a flag that a (BLAS) matrix product left set
-FLOAT_FAULTS = r"(divide by zero|overflow|invalid value) encountered in "  # underflow is ignored (errstate below)
-PRODUCT_FLAGS = r".* encountered in (matmul|dot|vecdot|matvec|vecmat)$"  # np.inner and np.tensordot report "dot"
-
-
 def _probed(fn, args, path: str) -> tuple:
-    """``(fn(*args), {"peak": bytes, "warning": text})`` for a call the request marks ``probe`` (exercise 11).
-
-    ``peak``: the most memory the call held at once beyond what it was given (``tracemalloc``; NumPy reports
-    its arrays to it). ``warning``: the call's first floating-point warning from NumPy (:data:`FLOAT_FAULTS`:
-    divide, overflow, invalid), ``""`` if none; those warn here instead of being silenced as in every other call.
-    Two kinds do not count, as a correct solution can meet them: any other warning (a learner's own, one a
-    finalizer gives when the collector runs during the call), and the flags a matrix product leaves
-    (:data:`PRODUCT_FLAGS`; some OpenBLAS kernels set ``invalid`` on finite inputs at random: numpy#24067,
-    OpenMathLib/OpenBLAS#1924). A learner's own fault (``-inf - -inf``, ``0/0``, ``log(0)``) still warns in the
-    subtract, divide or log that makes it. (A correct solution once lost this point in CI.) Silencing such a
-    warning (``np.errstate``, ``np.seterr``, the warning filters) is reported as a warning too
-    (:class:`mhattn.grade.guard.QuietWatch`).
-    """
+    """``(fn(*args), {"peak": bytes, "warning": text})`` for a call the request marks ``probe`` (exercise 11):
+    :func:`mhattn.grade.probe.probed`, watched by the guard's :class:`~mhattn.grade.guard.QuietWatch`."""
     import importlib
-    import tracemalloc
-    import warnings
 
-    import numpy as np
-
-    watch = (RULES or importlib.import_module("mhattn.grade.guard")).QuietWatch()  # silencing the warning is a fault too
-    with warnings.catch_warnings(record=True) as seen, np.errstate(divide="warn", over="warn", invalid="warn", under="ignore"):
-        warnings.simplefilter("ignore")  # only NumPy's floating-point warnings count (not one a finalizer gives)
-        warnings.filterwarnings("always", FLOAT_FAULTS, RuntimeWarning)
-        warnings.filterwarnings("ignore", PRODUCT_FLAGS, RuntimeWarning)
-        tracing = tracemalloc.is_tracing()  # already (python -X tracemalloc): measure from here, leave it on
-        if not tracing:
-            tracemalloc.start()
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        try:
-            with watch:
-                value = fn(*args)
-            peak = tracemalloc.get_traced_memory()[1] - before
-        finally:
-            if not tracing:
-                tracemalloc.stop()
-    first = seen[0] if seen else None
-    where = f" ({os.path.basename(path)} line {first.lineno})" if first and first.filename == path else ""
-    text = f"{first.category.__name__}: {str(first.message)[:200]}{where}" if first else ""
-    text = f"silenced floating-point warnings: {watch.found}" if watch.found else text
-    return value, {"peak": int(peak), "warning": text}
+    rules = RULES or importlib.import_module("mhattn.grade.guard")
+    probe = PROBE or importlib.import_module("mhattn.grade.probe")
+    return probe.probed(fn, args, path, rules.QuietWatch())  # silencing the warning is a fault too
 
 
 def _plain(value):
@@ -289,10 +251,11 @@ def run(request: dict) -> dict:
     return {"load": None, "missing": [], "outcomes": [call_one(module, c, path) for c in request["calls"]]}
 
 
-def guard(source: str) -> types.ModuleType:
-    """The grader's :mod:`mhattn.grade.guard` (limits and imports), run from the text the request carries."""
-    module = types.ModuleType("mhattn_grade_guard")  # not in sys.modules
-    exec(compile(source, "<mhattn.grade.guard>", "exec"), module.__dict__)
+def from_text(source: str, name: str) -> types.ModuleType:
+    """The grader's module ``mhattn.grade.<name>`` (:mod:`~mhattn.grade.guard`: limits and imports;
+    :mod:`~mhattn.grade.probe`: what a probed call measures), run from the text the request carries."""
+    module = types.ModuleType(f"mhattn_grade_{name}")  # not in sys.modules
+    exec(compile(source, f"<mhattn.grade.{name}>", "exec"), module.__dict__)
     return module
 
 
@@ -302,8 +265,9 @@ def main(argv: list) -> None:
     sys.path += json.loads(argv[6])
     with os.fdopen(req_fd, "rb") as f:  # the grader's request: trusted, read before any limit
         request = read_frame(f.read(), allow_fn=True)
-    global RULES
-    RULES = rules = guard(request["guard"])
+    global RULES, PROBE
+    RULES = rules = from_text(request["guard"], "guard")
+    PROBE = from_text(request["probe"], "probe")
     rules.limit(memory, cpu, file_size)
     rules.cap_output()
     for fd in (reply_fd, done_fd):

@@ -26,18 +26,22 @@ REASON_WORDS = {
 }
 
 
-def _vs(low, high, reading, more, less):
-    """``more`` when the interval ``[low, high]`` lies above ``reading``, ``less`` below it, else "about"."""
-    return more if low > reading else less if high < reading else "about"
+def _vs(low, high, reading, name, more, less):
+    """``"<more> <name>"`` when the interval ``[low, high]`` lies above ``reading``, ``"<less> <name>"`` below it,
+    else ``"about <name>"``."""
+    return f"{more if low > reading else less if high < reading else 'about'} {name}"
+
+
+def _against_readings(interval, naive, additive, more, less) -> tuple[str, str]:
+    """Where ``interval`` lies against the naive and the additive reading: e.g. ``("more than naive", "about additive")``."""
+    lo, hi = interval
+    return _vs(lo, hi, naive, "naive", more, less), _vs(lo, hi, additive, "additive", more, less)
 
 
 def loss_line(e: Expectation) -> str:
     """Loss: median change with its interval, the two readings, and where the interval lies against each."""
     lo, hi = e.observed_dloss_median_ci
-    naive = _vs(lo, hi, e.naive_expected_dloss, "more than naive", "less than naive")
-    add = _vs(lo, hi, e.additive_median_dloss, "more than additive", "less than additive")
-    naive = "about naive" if naive == "about" else naive
-    add = "about additive" if add == "about" else add
+    naive, add = _against_readings((lo, hi), e.naive_expected_dloss, e.additive_median_dloss, "more than", "less than")
     return (f"loss {e.observed_dloss_median:+.3f} nats [{lo:+.3f}, {hi:+.3f}]; naive {e.naive_expected_dloss:+.3f}, "
             f"additive {e.additive_median_dloss:+.3f}: {naive}, {add}")  # fmt: skip
 
@@ -45,10 +49,7 @@ def loss_line(e: Expectation) -> str:
 def accuracy_line(e: Expectation) -> str:
     """Accuracy (percentage points): the same comparisons as :func:`loss_line`; losing less accuracy is better."""
     lo, hi = e.observed_dacc_median_ci
-    naive = _vs(lo, hi, e.naive_expected_dacc, "better than naive", "worse than naive")
-    add = _vs(lo, hi, e.additive_expected_dacc, "better than additive", "worse than additive")
-    naive = "about naive" if naive == "about" else naive
-    add = "about additive" if add == "about" else add
+    naive, add = _against_readings((lo, hi), e.naive_expected_dacc, e.additive_expected_dacc, "better than", "worse than")
     pts = lambda x: f"{100 * x:+.1f}"  # noqa: E731
     return (f"accuracy {pts(e.observed_dacc_median)} points [{pts(lo)}, {pts(hi)}]; naive {pts(e.naive_expected_dacc)}, "
             f"additive {pts(e.additive_expected_dacc)}: {naive}, {add}")  # fmt: skip

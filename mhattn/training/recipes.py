@@ -12,14 +12,15 @@ from mhattn.training.checkpoint import DATA_DIR, save_checkpoint
 from mhattn.training.loop import evaluate, train
 from mhattn.training.tasks import RolesTask, TextTask
 
+# the roles models: one recipe, each model changing only what it names
+_ROLES = dict(
+    task="roles", d_model=96, num_heads=12, num_layers=1, d_ff=384, steps=3500, batch_size=128, lr=3e-3, head_dropout=0.0
+)
 RECIPES = {
-    "roles-plain": dict(task="roles", d_model=96, num_heads=12, num_layers=1, d_ff=384, steps=3500, batch_size=128,
-                        lr=3e-3, head_dropout=0.0, file="roles-plain.npz"),
-    "roles-headdropout": dict(task="roles", d_model=96, num_heads=12, num_layers=1, d_ff=384, steps=3500, batch_size=128,
-                              lr=3e-3, head_dropout=0.3, file="roles-headdropout.npz"),
+    "roles-plain": {**_ROLES, "file": "roles-plain.npz"},
+    "roles-headdropout": {**_ROLES, "head_dropout": 0.3, "file": "roles-headdropout.npz"},
     # training may need heads the final model does not: 6 heads of d_k = 16 from scratch (notebook 07)
-    "roles-6heads": dict(task="roles", d_model=96, num_heads=6, num_layers=1, d_ff=384, steps=3500, batch_size=128,
-                         lr=3e-3, head_dropout=0.0, file="roles-6heads.npz"),
+    "roles-6heads": {**_ROLES, "num_heads": 6, "file": "roles-6heads.npz"},
     "text": dict(task="text", d_model=96, num_heads=12, num_layers=1, d_ff=384, steps=2500, batch_size=32,
                  lr=3e-3, head_dropout=0.0, file="text.npz"),
     # 4 layers x 8 heads (d_k 8) on 700 K characters of Python's documentation (textdata.py; notebook 10)

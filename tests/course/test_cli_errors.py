@@ -1,4 +1,8 @@
-"""Every bad option fails at once: one line naming the option, exit status 2, no traceback, no files."""
+"""Every bad option fails at once: one line naming the option, exit status 2, no traceback, no files.
+
+Every numeric option is checked by one helper and phrases its range the same way for every bad value, and a
+command given without its subcommand lists the choices and an example.
+"""
 
 from __future__ import annotations
 
@@ -165,3 +169,67 @@ def test_gitignore_lists_the_quickstart_outputs():
 
     lines = (Path(__file__).resolve().parents[2] / ".gitignore").read_text().split()
     assert "prune_report/" in lines and "walkthrough_out/" in lines
+
+
+# --- numeric options: one helper, one phrasing --------------------------------------------------------------------------
+
+
+def _numeric_options():
+    """(command, option, the range text) of every option whose value is a number."""
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    found = []
+    for command, p in sub.choices.items():
+        for action in p._actions:
+            numeric_default = isinstance(action.default, int | float) and not isinstance(action.default, bool)
+            if action.type in (int, float) or numeric_default or hasattr(action.type, "range_text"):
+                assert hasattr(action.type, "range_text"), f"mhattn {command} {action.option_strings}: use number_in"
+                found.append((command, action.option_strings[0], action.type.range_text))
+    return found
+
+
+def test_every_numeric_option_uses_the_one_range_helper():
+    options = {(c, o) for c, o, _ in _numeric_options()}
+    assert {("train", "--lr"), ("train", "--steps"), ("prune", "--remove"), ("grade", "--timeout")} <= options
+
+
+@pytest.mark.parametrize(("command", "option", "where"), _numeric_options(), ids=lambda v: str(v))
+def test_every_bad_value_of_a_numeric_option_reads_the_same(command, option, where, capsys):
+    messages = []
+    for value in ("-1000000000", "-1", "abc", "nan", "inf"):  # out of range for every option (all ranges are >= 0)
+        with pytest.raises(SystemExit) as exc:
+            cli.main([command, option, value])
+        assert exc.value.code == 2
+        messages.append(capsys.readouterr().err)
+    for err in messages:
+        head = f"mhattn {command}: error: argument {option}: must be "
+        assert err.startswith(head) and f" {where}, got " in err, err
+    assert len({err.split(", got ")[0] for err in messages}) == 1, messages  # one phrasing, whatever the value
+
+
+def test_lr_zero_is_accepted_and_negative_values_get_one_message(capsys):
+    """Warm-up schedules produce lr = 0, so the optimisers and ``--lr`` accept it;
+    a negative value gets the one ">= 0" message the optimisers give."""
+    assert cli.build_parser().parse_args(["train", "--lr", "0"]).lr == 0.0  # parsed only: no training run
+    errs = []
+    for value in ("-1", "-0.5"):
+        with pytest.raises(SystemExit):
+            cli.main(["train", "--lr", value])
+        errs.append(capsys.readouterr().err)
+    assert errs == [f"mhattn train: error: argument --lr: must be a finite number >= 0, got {v} (see mhattn train --help)\n"
+                    for v in ("-1", "-0.5")]  # fmt: skip
+
+
+# --- a command without its subcommand ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("argv", "choices", "example"), [
+    (["course"], ["init"], "mhattn course init my-course"),
+    ([], ["walkthrough", "train", "prune", "grade", "course"], "mhattn course init my-course"),
+])  # fmt: skip
+def test_a_missing_subcommand_lists_the_choices_and_an_example(argv, choices, example, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and "required" not in err
+    assert all(f"{c} (" in err for c in choices) and f"Example: {example}" in err, err

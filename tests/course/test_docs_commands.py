@@ -3,10 +3,9 @@
 * every README command that installs a wheel expands to a file (no glob inside quotes);
 * a course folder from ``mhattn course init`` checks one notebook with the command its README prints;
 * ``mhattn course init`` restores what was deleted, never overwrites an edit, and names the way out (``--force``);
-* no notebook tells a wheel user to run a repository file the wheel lacks;
-* every numeric option is checked by one helper and phrases its range the same way for every bad value;
-* a command given without its subcommand lists the choices and an example;
-* the prune table prints levels (accuracies, shares) as unsigned percentages and changes with a sign.
+* no notebook tells a wheel user to run a repository file the wheel lacks.
+
+How bad options read is in ``test_cli_errors.py``; the prune table's cells in ``tests/lib/test_prune_table.py``.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -208,112 +206,3 @@ def test_the_packaged_scaling_benchmark_writes_a_record(tmp_path, capsys):
     assert [r["T"] for r in rec["rows"]] == [8, 16] and rec["attention"] == "tiled"
     assert rec["rows"][1]["weights_bytes"] == 2 * 2 * 16 * 16 * 4  # (B, h, T, T) float32
     assert all(r["forward_s"] > 0 and r["backward_s"] > 0 for r in rec["rows"])
-
-
-# --- numeric options: one helper, one phrasing --------------------------------------------------------------------------
-
-
-def _numeric_options():
-    """(command, option, the range text) of every option whose value is a number."""
-    parser = cli.build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command")
-    found = []
-    for command, p in sub.choices.items():
-        for action in p._actions:
-            numeric_default = isinstance(action.default, int | float) and not isinstance(action.default, bool)
-            if action.type in (int, float) or numeric_default or hasattr(action.type, "range_text"):
-                assert hasattr(action.type, "range_text"), f"mhattn {command} {action.option_strings}: use number_in"
-                found.append((command, action.option_strings[0], action.type.range_text))
-    return found
-
-
-def test_every_numeric_option_uses_the_one_range_helper():
-    options = {(c, o) for c, o, _ in _numeric_options()}
-    assert {("train", "--lr"), ("train", "--steps"), ("prune", "--remove"), ("grade", "--timeout")} <= options
-
-
-@pytest.mark.parametrize(("command", "option", "where"), _numeric_options(), ids=lambda v: str(v))
-def test_every_bad_value_of_a_numeric_option_reads_the_same(command, option, where, capsys):
-    messages = []
-    for value in ("-1000000000", "-1", "abc", "nan", "inf"):  # out of range for every option (all ranges are >= 0)
-        with pytest.raises(SystemExit) as exc:
-            cli.main([command, option, value])
-        assert exc.value.code == 2
-        messages.append(capsys.readouterr().err)
-    for err in messages:
-        head = f"mhattn {command}: error: argument {option}: must be "
-        assert err.startswith(head) and f" {where}, got " in err, err
-    assert len({err.split(", got ")[0] for err in messages}) == 1, messages  # one phrasing, whatever the value
-
-
-def test_lr_zero_is_accepted_and_negative_values_get_one_message(capsys):
-    """Warm-up schedules produce lr = 0, so the optimisers and ``--lr`` accept it;
-    a negative value gets the one ">= 0" message the optimisers give."""
-    assert cli.build_parser().parse_args(["train", "--lr", "0"]).lr == 0.0  # parsed only: no training run
-    errs = []
-    for value in ("-1", "-0.5"):
-        with pytest.raises(SystemExit):
-            cli.main(["train", "--lr", value])
-        errs.append(capsys.readouterr().err)
-    assert errs == [f"mhattn train: error: argument --lr: must be a finite number >= 0, got {v} (see mhattn train --help)\n"
-                    for v in ("-1", "-0.5")]  # fmt: skip
-
-
-# --- a command without its subcommand ----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("argv", "choices", "example"), [
-    (["course"], ["init"], "mhattn course init my-course"),
-    ([], ["walkthrough", "train", "prune", "grade", "course"], "mhattn course init my-course"),
-])  # fmt: skip
-def test_a_missing_subcommand_lists_the_choices_and_an_example(argv, choices, example, capsys):
-    with pytest.raises(SystemExit) as exc:
-        cli.main(argv)
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and err.count("\n") == 1 and "required" not in err
-    assert all(f"{c} (" in err for c in choices) and f"Example: {example}" in err, err
-
-
-# --- the prune table ----------------------------------------------------------------------------------------------------
-
-
-def _fake_report(values: dict) -> SimpleNamespace:
-    """An object with the dotted fields of ``mhattn.heads.table.ROWS`` set from ``values`` (missing: 0)."""
-    from mhattn.heads.table import ROWS
-
-    root: dict = {}
-    for _, path, _ in ROWS:
-        *parents, last = path.split(".")
-        node = root
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = values.get(path, 0)
-
-    def wrap(node):
-        if not isinstance(node, dict):
-            return node
-        if set(node) <= {"0", "1"}:
-            return [wrap(node[k]) for k in sorted(node)]
-        return SimpleNamespace(**{k: wrap(v) for k, v in node.items()})
-
-    return wrap(root)
-
-
-def test_the_prune_table_prints_accuracies_as_percentages_and_changes_with_signs():
-    from mhattn.heads.table import table
-
-    report = _fake_report({
-        "baseline_loss": 0.0003, "baseline_acc": 1.0, "q1_unequal_contribution.single_ablation_dloss_max": 1.343,
-        "q1_unequal_contribution.top2_share_of_single_ablation_loss": 0.74, "q2_compensation.random_dacc_median": -0.351,
-        "q2_compensation.finetune_recovered_fraction": 0.94, "q1_unequal_contribution.least_vs_most_important_dloss.0": 0.519,
-        "q1_unequal_contribution.least_vs_most_important_dloss.1": 3.969, "role_counts": (1, 2, 0), "gates_open": 7,
-    })  # fmt: skip
-    rows = {line[:34].strip(): line[34:].strip() for line in table({"m": report}).splitlines()[1:]}
-    assert rows["baseline accuracy"] == "100.0%" and rows["baseline loss (nats)"] == "0.0003"
-    assert rows["top-2 share of ablation loss"] == "74.0%" and rows["fine-tune recovered fraction"] == "94.0%"
-    assert rows["random removal: median dacc"] == "-35.1 points"
-    assert rows["max single-ablation dloss"] == "+1.343" and rows["remove most important: dloss"] == "+3.969"
-    assert rows["gates open after L0 training"] == "7" and rows["heads at -1 / +1 / rare (>= 90%)"] == "1 / 2 / 0"
-    levels = ("baseline", "share", "fraction", "spearman", "similarity", "gates", "heads at", "improving")
-    assert not [label for label, cell in rows.items() if label.startswith(levels) or any(w in label for w in levels)
-                if cell.startswith("+")], rows  # fmt: skip

@@ -3,6 +3,7 @@
 WRONG (grader_attacks/wrong.py): honest mistakes; each must lose exactly its own exercise's points (visible
 or hidden test failed). ATTACKS: submissions that try to get points without computing the right values, to
 break the grader, or to outlive it; the first ones came from a review of the grader, the rest were found while fixing them.
+REFERENCES (grader_attacks/references.py): the step's reference reached by a trick (getsource, reload, torch, ...);
 ROUTES (grader_attacks/routes.py): a reference reached by another route.
 """
 
@@ -12,21 +13,17 @@ from grader_attacks.edits import (
     BOTH,
     EX02,
     EX05,
-    EX08,
-    EX08_CHECKED,
-    EX11,
     MARKER,
     SANDBOX,
     SLEEPER,
     ZEROS,
     Case,
-    Edit,
-    _code,
     at_import,
     ex02_instead,
     ex05_first,
     ex05_instead,
 )
+from grader_attacks.references import REFERENCES
 from grader_attacks.routes import ROUTES
 from grader_attacks.wrong import WRONG
 
@@ -96,14 +93,6 @@ ns = {}
 exec(open(os.path.join(root, "solutions", "ex05_combine_heads.py")).read(), ns)
 return ns["combine_heads"](x)
 """
-_READ_REFERENCE = """
-import os
-import mhattn
-path = os.path.join(os.path.dirname(os.path.realpath(mhattn.__file__)), "functional", "softmax.py")
-ns = {"__name__": "copy"}
-exec(open(path).read(), ns)
-return ns["softmax_" + "forward"](scores, mask)[0]
-"""
 _FORK_DAEMON = f"""
 import os, sys
 if os.fork() == 0:
@@ -122,26 +111,6 @@ with os.fdopen(reply, "wb", closefd=False) as f:
 os.write(done, b"1")
 os._exit(0)
 """
-_TILED = """
-    import importlib
-    T = importlib.import_module("mhattn.functional.attention_" + "tiled")
-    try:
-        return getattr(T, "tiled_attention_" + "forward")(q, k, v, mask, block_k=block_k)[:2]
-    except RuntimeError:
-        import math
-        scale = 1.0 / math.sqrt(q.shape[-1])
-        return getattr(T, "_forward_" + "block")(np, q, k, v, mask, False, scale, 0, q.shape[-2], block_k, None)
-"""
-_MHA_TILED = """
-    import importlib
-    F = importlib.import_module("mhattn.functional." + "mha")
-    eye = np.eye(q.shape[-1], dtype=q.dtype)
-    params = {"W_q": eye, "W_k": eye, "W_v": eye, "W_o": eye}
-    x = [a[0].swapaxes(0, 1) for a in (q, k, v)]  # (T or S, h, d_k): h plays the batch
-    return getattr(F, "multi_head_attention_" + "forward")(*x, params, 1, tiled=True)
-"""
-
-EX10_END = "    return np.array([expected_loss_change(loss_fn, num_heads, k) for k in range(num_heads + 1)], dtype=np.float64)\n"
 _ANSWER_IN_INPUTS = """
 import sys
 f = sys._getframe(1)
@@ -191,29 +160,6 @@ ATTACKS = (
     Case("background_thread", "ex05_combine_heads", (at_import(EX05,
          "import threading, time\nthreading.Thread(target=time.sleep, args=(60,)).start()"),), full=True),
     Case("double_fork_daemon", "ex05_combine_heads", (at_import(EX05, _FORK_DAEMON),), full=True),
-    Case("getsource_exec_reference", EX02[:-3], (ex02_instead("""
-         import importlib, inspect
-         S = importlib.import_module("mhattn.functional." + "softmax")
-         ns = {"__name__": "copy"}
-         exec(inspect.getsource(S), ns)
-         return ns["softmax_" + "forward"](scores, mask)[0]"""),), "softmax"),
-    Case("reload_reference", EX02[:-3], (ex02_instead("""
-         import importlib
-         S = importlib.reload(importlib.import_module("mhattn.functional." + "softmax"))
-         return getattr(S, "softmax_" + "forward")(scores, mask)[0]"""),), "is hidden while ex02_softmax is graded"),
-    Case("wrapped_reference", EX02[:-3], (ex02_instead("""
-         import mhattn.functional as F
-         f = getattr(F, "softmax_" + "forward")
-         f = getattr(f, "__wrapped__", f)
-         return f(scores, mask)[0]"""),), "is hidden while ex02_softmax is graded"),
-    Case("reference_through_another_step", EX02[:-3], (ex02_instead("""
-         import mhattn.functional as F
-         S = scores.shape[-1]
-         eye = np.broadcast_to(np.eye(S, dtype=scores.dtype) * np.sqrt(S), scores.shape[:-2] + (S, S))
-         return getattr(F, "scaled_dot_product_attention_" + "forward")(scores, eye, eye, mask)[1]"""),),
-         "is hidden while ex02_softmax is graded"),
-    Case("read_reference_file", EX02[:-3], (ex02_instead(_READ_REFERENCE),), "is hidden while ex02_softmax is graded",
-         modes=SANDBOX),
     Case("exec_solutions_file", "ex05_combine_heads", (ex05_instead(_SOLUTION_FILE),), "No such file", modes=SANDBOX),
     Case("rewrite_grader_and_pth", "ex05_combine_heads", (at_import(EX05, _TAMPER), ex05_instead(ZEROS)),
          "max |error| vs reference", modes=SANDBOX),
@@ -235,10 +181,6 @@ ATTACKS = (
     Case("fake_array_class", "ex05_combine_heads", (ex05_instead(
          "class Fake:\n    __class__ = np.ndarray\n    shape = (B, T, h * d_k)\n    dtype = x.dtype\nreturn Fake()"),),
          "expected a NumPy array, got Fake"),
-    Case("tiled_reference_and_private_helper", "ex11_online_softmax", (Edit(EX11, "    S = k.shape[-2]\n", _TILED),),
-         "is hidden while ex11_online_softmax is graded"),
-    Case("mha_tiled_switch", "ex11_online_softmax", (Edit(EX11, "    S = k.shape[-2]\n", _MHA_TILED),),
-         "is hidden while ex11_online_softmax is graded"),
     Case("kill_the_grader", "ex05_combine_heads", (ex05_first("import os, signal\nfor pid in (os.getppid(), 1):\n"
                                                               "    try:\n        os.kill(pid, signal.SIGKILL)\n"
                                                               "    except OSError:  # as root the worker's user may not\n"
@@ -247,28 +189,6 @@ ATTACKS = (
 
 ATTACKS += (
     Case("answer_in_another_calls_inputs", EX02[:-3], (ex02_instead(_ANSWER_IN_INPUTS),), "max |error| vs reference"),
-    Case("torch_reference", EX02[:-3], (ex02_instead("""
-         import importlib
-         torch = importlib.import_module("tor" + "ch")
-         return torch.softmax(torch.from_numpy(scores), -1).numpy()"""),), "torch is not available while grading"),
-    Case("softmax_inside_cross_entropy", EX02[:-3], (ex02_instead("""
-         import importlib
-         L = importlib.import_module("mhattn.functional." + "losses")
-         S = scores.shape[-1]
-         ce = L.cross_entropy_forward(scores.reshape(-1, S), np.zeros(scores.size // S, dtype=np.int64))
-         return ce[1].probs.reshape(scores.shape)"""),), "is hidden while ex02_softmax is graded"),
-    Case("count_from_built_parameters", EX08[:-3], (Edit(EX08, EX08_CHECKED, EX08_CHECKED + _code("""
-         import importlib
-         import numpy as np
-         init = importlib.import_module("mhattn.nn." + "init")
-         p = init.init_mha_params(d_model, kdim or d_model, vdim or d_model, bias, np.float32, np.random.default_rng(0))
-         return int(sum(v.size for v in p.values()))""", "    ")),), "is hidden while ex08_count_parameters is graded"),
-    Case("grader_reference_at_run_time", "ex10_random_removal", (Edit("ex10_random_removal.py", EX10_END, EX10_END + """
-import importlib
-
-def removal_curve(loss_fn, num_heads):
-    return importlib.import_module("mhattn.gra" + "de.reference").removal_curve(loss_fn, num_heads)
-"""),), "mhattn.grade is not available while grading"),
     Case("fill_sandbox_root_and_dev", "ex05_combine_heads", (ex05_first(_FILL_ROOT),), "Read-only file system", modes=SANDBOX),
 )  # fmt: skip
 
@@ -296,7 +216,7 @@ ATTACKS += (
     Case("exit_leaving_session_helper", "ex05_combine_heads", (ex05_first(_EXIT_LEAVING_HELPER),), "exit code 0"),
     Case("stdlib_sysconfig", "ex05_combine_heads", (at_import(EX05, "import sysconfig\nsysconfig.get_paths()"),), full=True),
 )  # fmt: skip
-ATTACKS += ROUTES
+ATTACKS += REFERENCES + ROUTES
 BOMB = Case("fork_bomb", "ex05_combine_heads", (ex05_first(_FORK_BOMB),), "")
 ALL = WRONG + ATTACKS
 assert len({c.name for c in ALL}) == len(ALL)
