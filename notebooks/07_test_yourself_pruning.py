@@ -20,9 +20,10 @@
 #
 # **The answer, in plain words** (the box below gives it in numbers; the cell under it asserts each line):
 #
-# - *Less than what?* Against the **naive** reading ("half the heads, half the ability") a random six costs less,
-#   in loss and in accuracy, in both one-layer models and in every layer of the deep one. Against the **additive**
-#   reading (the six heads' single costs added up) it costs *more*: heads cost more together than alone.
+# - *Less than what?* Against the **naive** reading ("half the heads, half the ability") a random six costs less loss,
+#   in both one-layer models and in every layer of the deep one, and less accuracy too, except in a few layers where
+#   the accuracy's interval only reaches the naive value (they are printed; none lies beyond it). Against the
+#   **additive** reading (the six heads' single costs added up) it costs *more*: heads cost more together than alone.
 # - *"A random six is likely to remove several heads that contributed little"*: unequal heads widen the spread of
 #   outcomes but leave their mean where it was; a typical six is cheap only in the model trained with head dropout.
 # - *"The remaining heads may already encode overlapping information"*: yes, as duplicated roles, clearest in the
@@ -86,7 +87,11 @@ print(f"\n({word_count(box)} words; the deep model: training seed 0 of {len(deep
 # %%
 every = [*planted.values(), *every_deep]  # six of twelve: both one-layer models, every layer of every seed
 assert word_count(box) <= COURSE_BOX_WORDS
-assert all(r.verdicts.less_than_naive and r.verdicts.less_than_naive_acc for r in every)  # less than naive, both
+assert all(r.verdicts.less_than_naive for r in every)  # less loss than naive, everywhere
+reach = [(s, i) for s, reports in deep.items() for i, r in enumerate(reports) if not r.verdicts.less_than_naive_acc]
+print(f"(seed, layer) where the accuracy's interval reaches the naive value: {reach}")
+assert all(r.verdicts.less_than_naive_acc for r in planted.values()) and len(reach) < len(every_deep) / 4
+assert not any(r.verdicts.worse_than_naive_acc for r in every)  # never beyond it
 assert all(r.verdicts.more_than_additive for r in [*every, *half.values()])  # more than additive in loss
 assert all(h.verdicts.less_than_naive and h.verdicts.worse_than_naive_acc for h in half.values())  # the measures split
 assert hd.verdicts.typical_cheap and not any(r.verdicts.typical_cheap for r in [plain, *every_deep])
@@ -194,9 +199,7 @@ assert all(abs(r.expectation.adaptation_median) < abs(r.expectation.downstream_m
 assert all(r.verdicts.direct_superadditive for r in planted.values())
 
 # %% [markdown]
-# ## "May have been adding noise"
-#
-# The box's last reason: a removal that *lowers* the loss.
+# ## "May have been adding noise"  (the box's last reason: a removal that *lowers* the loss)
 
 # %%
 for name, m in shown.items():
@@ -208,8 +211,7 @@ assert all(r.q3_removal_improved_loss.n_random_subsets_improved == 0 for r in ev
 assert all(r.q3_removal_improved_loss.best_single_dloss > -1e-3 for r in every)
 
 # %% [markdown]
-# No random removal lowered the loss in any model, layer or seed; single removals that did (if any) changed it by
-# less than a thousandth of a nat.
+# No random removal lowered the loss anywhere; single removals that did changed it by under a thousandth of a nat.
 #
 # ## The deep model, layer by layer and seed by seed
 #
@@ -230,19 +232,33 @@ for seed, r in half.items():
 assert len(deep) == 3 and all(len(reports) == 4 for reports in deep.values())
 meta = load_checkpoint("text-deep12")[1]["training"]
 print(f"shipped checkpoint: trained {meta['steps']} steps in {meta['seconds']} s (recorded when it was trained)")
+for reports in deep.values():  # the earlier the layer, the more a six costs, and the more the layers after it add
+    costs = [r.expectation.observed_dloss_median for r in reports]
+    added = [r.expectation.downstream_median for r in reports]
+    assert costs == sorted(costs, reverse=True) and added == sorted(added, reverse=True)
+    direct = [r.expectation.direct_dloss_median for r in reports]
+    assert max(direct) < 2 * min(direct) and max(direct) < min(costs)  # about the same, and small beside the total
+
+# %% [markdown]
+# In every seed the cost of a random six falls from the first layer to the last, and so does what the layers after the
+# removal add to its direct effect: a head early in the model reaches the output through every later layer, and those
+# layers enlarge the damage rather than repair it. The direct effect itself is about the same in every layer.
 
 # %% [markdown]
 # ## Recovery by fine-tuning is re-learning
 #
 # After removing the median random six, every parameter is trained on briefly with the removed heads held at
-# zero. That wins most of the loss back, but it is new learning, not the survivors already covering.
+# zero. That wins most of the loss back, but it is new learning, not the survivors already covering. In the deep
+# model's later layers it wins back more than everything: that model was not trained to convergence (notebook 10), so
+# a hundred more steps improve it beyond where it started.
 
 # %%
 for name, m in shown.items():
     f = m.details["finetune"]
     print(f"{name}: {f['steps']} steps: loss {f['loss_pruned']:.3f} -> {f['loss_after_finetune']:.3f}, "
           f"{100 * m.q2_compensation.finetune_recovered_fraction:.0f}% won back")  # fmt: skip
-assert all(m.q2_compensation.finetune_recovered_fraction > 0.5 for m in planted.values())
+assert all(m.q2_compensation.finetune_recovered_fraction > 0.5 for m in shown.values())
+assert any(r.q2_compensation.finetune_recovered_fraction > 1 for r in deep[0])  # beyond the unpruned model's loss
 
 # %% [markdown]
 # Does *training* need heads the final model does not? Michel et al. 2019 give "precursory evidence that training
