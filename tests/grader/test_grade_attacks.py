@@ -188,7 +188,7 @@ def test_zz_later_runs_are_unaffected(before, tmp_path):
 @pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap (bwrap) is not available")
 def test_the_sandbox_shows_only_what_a_submission_needs(tmp_path):
     """Inside the sandbox: no solutions/, an empty grader folder, a read-only mhattn and root, loopback only, few
-    processes, and numpy alone in the package folder."""
+    processes, and mhattn's own dependencies alone in the package folder (numpy, array-api-compat, threadpoolctl)."""
     code = f"""
 import os, socket
 import mhattn, numpy
@@ -198,7 +198,8 @@ net = sorted(name for _, name in socket.if_nameindex())
 seen = dict(solutions=os.path.exists({str(ROOT / "solutions")!r}), submission_folder=os.path.exists({str(tmp_path)!r}),
             grader=os.listdir(os.path.join(pkg, "grade")),
             writable=[d for d in (pkg, "/", "/dev", "/run") if os.access(d, os.W_OK)],
-            others=[n for n in os.listdir(site) if not n.startswith(("numpy", "mhattn", "array_api_compat"))], net=net,
+            others=[n for n in os.listdir(site) if not n.startswith(("numpy", "mhattn", "array_api_compat", "threadpoolctl"))],
+            net=net,
             processes=len([p for p in os.listdir("/proc") if p.isdigit()]))
 raise ValueError(repr(seen))
 """
