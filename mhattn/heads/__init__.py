@@ -10,15 +10,17 @@
 * :mod:`~mhattn.heads.expectation`: what "expected" means for a random removal (additive, naive).
 * :mod:`~mhattn.heads.answers`, :mod:`~mhattn.heads.conclusion`, :mod:`~mhattn.heads.report`: the report
   as dataclasses, the verdicts on the usual reasons, and the conclusion printed by ``mhattn prune``.
+* :mod:`~mhattn.heads.answer_box`: the answer box ``mhattn prune`` prints first and notebook 07 opens with.
 * :mod:`~mhattn.heads.jobs`: the experiment of many models in worker processes, with its figures (``mhattn prune``,
   notebook 07); :mod:`~mhattn.heads.table`: the report's headline numbers as a text table.
 * :mod:`~mhattn.heads.scratch`: a 6-head model trained from scratch against 12 heads pruned to 6 and fine-tuned.
 """
 
+from mhattn.heads.answer_box import course_box, model_box
 from mhattn.heads.expectation import additive_expectation, naive_expectation, subset_sums
 from mhattn.heads.importance import ablation_deltas, head_importance, masked_eval, spearman
 from mhattn.heads.mask_eval import HeadMaskEvaluator
-from mhattn.heads.prune import PruneSettings, run_prune
+from mhattn.heads.prune import PruneSettings, head_pool, layer_view, run_prune
 from mhattn.heads.report import ModelReport, PruneReport, model_report
 from mhattn.heads.roles import attention_maps, detect_roles, head_confidence, positional_stats, rare_token_stats
 
@@ -28,6 +30,10 @@ __all__ = [
     "PruneReport",
     "PruneSettings",
     "additive_expectation",
+    "course_box",
+    "head_pool",
+    "layer_view",
+    "model_box",
     "model_report",
     "naive_expectation",
     "subset_sums",
