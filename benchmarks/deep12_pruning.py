@@ -25,11 +25,13 @@ import json
 import time
 from pathlib import Path
 
+from deep_pruning import checkpoint_for  # this folder: the script runs as a file
+
 from mhattn.heads.jobs import settings_for
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.prune import run_prune
 from mhattn.training.checkpoint import DATA_DIR, load_checkpoint, shipped_path
-from mhattn.training.recipes import RECIPES, run_recipe
+from mhattn.training.recipes import RECIPES
 from mhattn.training.tasks import task_from_meta
 from mhattn.training.textdata import text_sha256
 
@@ -38,19 +40,9 @@ LAYER = {"n_remove": 6, "n_random": 200, "gate_steps": 0}  # per layer: the comm
 HALF = {"n_remove": 24, "gate_steps": 0}
 
 
-def checkpoint_for(seed, folder):
-    """The seed's checkpoint: the shipped one for seed 0, else ``folder/seed<N>.npz`` (trained when missing)."""
-    if seed == 0:
-        return shipped_path("text-deep12")
-    path = Path(folder) / f"seed{seed}.npz"
-    if not path.is_file():
-        run_recipe("text-deep12", path, seed=seed, progress=False)
-    return path
-
-
 def measure(seed, folder):
     """Every layer's six-of-twelve experiment and the half-of-all-heads one, for one training seed."""
-    model, meta = load_checkpoint(checkpoint_for(seed, folder))
+    model, meta = load_checkpoint(checkpoint_for(seed, folder, "text-deep12"))
     task = task_from_meta(meta["task"])
     s0 = settings_for(task, LAYER)
     ev = HeadMaskEvaluator(model, *task.eval_set(s0.eval_size))  # shared by the layers: single costs computed once

@@ -45,13 +45,14 @@ EVAL_SIZE = 256  # windows of 64 characters: mhattn prune's default for text tas
 FRACTIONS = [i / 10 for i in range(10)]  # 0 ... 90% of the heads
 
 
-def checkpoint_for(seed, folder):
-    """The seed's checkpoint: the shipped one for seed 0, else ``folder/seed<N>.npz`` (trained when missing)."""
+def checkpoint_for(seed, folder, recipe="text-deep"):
+    """The seed's checkpoint of ``recipe``: the shipped one for seed 0, else ``folder/seed<N>.npz`` (trained when
+    missing). ``benchmarks/deep12_pruning.py`` uses it for ``text-deep12``."""
     if seed == 0:
-        return shipped_path("text-deep")
+        return shipped_path(recipe)
     path = Path(folder) / f"seed{seed}.npz"
     if not path.is_file():
-        run_recipe("text-deep", path, seed=seed, progress=False)
+        run_recipe(recipe, path, seed=seed, progress=False)
     return path
 
 
