@@ -55,24 +55,26 @@ def accuracy_line(e: Expectation) -> str:
             f"additive {pts(e.additive_expected_dacc)}: {naive}, {add}")  # fmt: skip
 
 
-def reason_lines(e: Expectation, v: Verdicts, duplicated: dict, one_layer: bool, improved: tuple[int, int]) -> list[str]:
+def reason_lines(e: Expectation, v: Verdicts, duplicated: dict, no_reader: bool, improved: tuple[int, int]) -> list[str]:
     """One line per reason of the usual answer: its words, then the verdict of its test on this model."""
     ratio = f"a typical removal costs {e.observed_median_over_mean:.2f} x the mean"
     little = (f"yes: {ratio}, {100 * e.fraction_cheap:.0f}% cost under half of it" if v.typical_cheap
               else f"no: {ratio}; unequal heads widen the spread only")  # fmt: skip
     overlap = ("yes, as duplicated roles (" + ", ".join(f"{r} x{len(hs)}" for r, hs in duplicated.items()) + ")"
                if duplicated else "no role is held twice")  # fmt: skip
-    change = _compensation(e, v, one_layer)
+    change = _compensation(e, v, no_reader)
     noise = ("seen" if v.reason3_noise_holds else "not seen") + f" ({improved[0]} of {improved[1]} lowered the loss)"
     return [f'"{REASON_WORDS["little"]}": {little}', f'"{REASON_WORDS["overlap"]}": {overlap}',
             f'"{REASON_WORDS["compensate"]}": {change}', f'"{REASON_WORDS["noise"]}": {noise}']  # fmt: skip
 
 
-def _compensation(e: Expectation, v: Verdicts, one_layer: bool) -> str:
+def _compensation(e: Expectation, v: Verdicts, no_reader: bool) -> str:
     """The compensation verdict at two places: the surviving heads (heads-only against total) and the layers after
-    the removal (direct effect against heads-only), when the direct effect was measured."""
-    if one_layer:
-        heads = "heads cannot change in one layer"
+    the removal (direct effect against heads-only), when the direct effect was measured. ``no_reader``: no surviving
+    head reads the removed heads' output (a one-layer model, or removals from a model's last layer), so none can
+    change what it does."""
+    if no_reader:
+        heads = "no surviving head reads them"
     else:
         heads = f"surviving heads {e.adaptation_median:+.3f} nats: " + ("yes" if v.reason2_compensation_holds else "no")
     if v.downstream_compensates is None:
@@ -87,9 +89,10 @@ def model_box(name: str, report) -> str:
     where = f" of layer {d['layer']}" if "layer" in d else ""
     n = len(d["random"]["dloss"])
     head = f"{name}: {e.n_remove} of {e.n_heads} heads{where} removed at random ({n} draws; median [95% interval])"
-    one_layer = d.get("model_num_layers", d["num_layers"]) == 1
+    last = d.get("model_num_layers", d["num_layers"]) - 1  # a removal from the last layer has no head after it
+    no_reader = last == 0 or d.get("layer") == last
     q3 = report.q3_removal_improved_loss
-    reasons = reason_lines(e, v, report.q2_compensation.duplicated_roles, one_layer, (q3.n_random_subsets_improved, n))
+    reasons = reason_lines(e, v, report.q2_compensation.duplicated_roles, no_reader, (q3.n_random_subsets_improved, n))
     lines = [head, loss_line(e), accuracy_line(e), *reasons]
     return "\n".join([lines[0], *("  " + line for line in lines[1:])])
 
@@ -120,7 +123,7 @@ def _which(reports: dict, test) -> str:
 def course_box(reports: dict) -> str:
     """Notebook 07's answer box: one row of numbers per model (median change in loss, nats, and accuracy, points,
     with 95% intervals, against the naive/additive readings), then each reason of the usual answer and the models
-    whose data support it. At most :data:`COURSE_BOX_WORDS` words for up to six models."""
+    whose data support it. At most :data:`COURSE_BOX_WORDS` words for notebook 07's seven rows."""
     lines = ["Six of twelve heads removed at random (unless named): loss (nats); accuracy (points), median [95% "
              "interval] vs naive/additive",
              *(_row(n, r.expectation) for n, r in reports.items()),

@@ -86,6 +86,9 @@ def test_the_answer_box_is_short_quotes_each_reason_and_follows_the_verdicts(sma
     assert ('": yes:' in line) == r.verdicts.typical_cheap
     r.verdicts.downstream_compensates, r.verdicts.downstream_amplifies = True, False
     assert "the layers after them" in model_box("small", r) and "on the direct cost: yes" in model_box("small", r)
+    assert "surviving heads" in model_box("small", r)  # layer 0: later heads read the removed ones
+    last = model_report(run_prune(model, task, _settings(layer=L - 1, n_random=4), gates=False, direct=True))
+    assert "no surviving head reads them" in model_box("small", last)  # the last layer: none can change
 
 
 def test_the_course_box_lists_every_model_and_says_where_loss_and_accuracy_disagree(small):
