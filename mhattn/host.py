@@ -28,7 +28,9 @@ def plain(a):
     The public entries pass their array arguments through it, so a memory-mapped input gives the results, and
     the result types, of the plain-array path.
     """
-    return np.asarray(a) if isinstance(a, np.ndarray) and type(a) is not np.ndarray and _numpy_kind(a) else a
+    if type(a) is np.ndarray or not isinstance(a, np.ndarray):
+        return a
+    return np.asarray(a) if _numpy_kind(a) else a
 
 
 def safe_to_share(host):

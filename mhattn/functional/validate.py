@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from mhattn.backend import array_namespace, is_array
 
 WEIGHT_NAMES = ("W_q", "W_k", "W_v", "W_o")
@@ -29,6 +31,10 @@ def check_float_array(name, a, dtype=None):
     Raises:
         TypeError: a list, masked array or other object; a non-float dtype; a dtype other than ``dtype``.
     """
+    if type(a) is np.ndarray and a.dtype.kind == "f":  # the common case, cheaply: a NumPy float array
+        if dtype is not None and a.dtype != dtype:
+            raise TypeError(f"{name} has dtype {a.dtype} but the parameters are {dtype}; cast one of them")
+        return
     if not is_array(a):
         raise TypeError(f"{name} must be {ARRAY_KINDS}, got {type(a).__name__}")
     if not _real_floating(array_namespace(a), a.dtype):
