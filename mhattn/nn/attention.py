@@ -99,7 +99,7 @@ class MultiHeadAttention:
         self.params = {name: asarray(p) for name, p in host.items()}
         self.rng = np.random.default_rng(dropout_seed)  # dropout masks, drawn on the host
         self.grads, self.head_mask_grad = {}, None
-        self._cache = None
+        self._cache, self._work = None, 0  # the last forward's cache and multiply-adds
 
     def forward(
         self,
@@ -151,12 +151,14 @@ class MultiHeadAttention:
         key = query if key is None else key
         value = key if value is None else value
         p = self.dropout if training else 0.0
-        with executor.pooled(_work(query, key, self.d_model)):  # NumPy: BLAS at one thread, one pool (large calls)
+        work = _work(query, key, self.d_model)
+        with executor.pooled(work):  # NumPy: BLAS at one thread, one pool (large calls)
             out, weights, self._cache = multi_head_attention_forward(
                 query, key, value, self.params, self.num_heads,
                 attn_mask=attn_mask, key_padding_mask=key_padding_mask, head_mask=head_mask,
                 dropout_p=p, rng=self.rng, tiled=self._use_tiled(query, key, need_weights, p), is_causal=is_causal,
             )  # fmt: skip
+        self._work = work
         if not need_weights:
             return out, None
         # a copy: the cached weights must stay as they were for backward
@@ -205,9 +207,8 @@ class MultiHeadAttention:
             raise ValueError(f"dout must have the output's shape {tuple(shape)}, got {tuple(dout.shape)}")
         if dout.dtype != self._cache.out_proj.x.dtype:
             raise TypeError(f"dout has dtype {_name(dout.dtype)}, expected {self.dtype}")
-        c = self._cache
-        with executor.pooled(2 * _work(c.proj[0].x, c.proj[1].x, self.d_model)):
-            dquery, dkey, dvalue, self.grads, self.head_mask_grad = multi_head_attention_backward(dout, c)
+        with executor.pooled(2 * self._work):  # a backward does about twice its forward's products
+            dquery, dkey, dvalue, self.grads, self.head_mask_grad = multi_head_attention_backward(dout, self._cache)
         return dquery, dkey, dvalue
 
     def num_parameters(self) -> int:
