@@ -110,8 +110,8 @@ def exp_rate(pool, threads, rng) -> float:
         for _ in range(20):
             np.exp(tiles[t], out=outs[t])
 
-    together = _best_seconds(lambda: list(pool.map(one, range(threads))))
-    alone = _best_seconds(lambda: one(0)) / threads
+    together = _best_seconds(lambda: list(pool.map(one, range(threads))))  # threads x 20 tiles
+    alone = _best_seconds(lambda: one(0))  # 20 tiles: as if every core ran as fast as one core alone
     return 20 * threads * tiles[0].size / min(together, alone)
 
 
