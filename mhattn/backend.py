@@ -250,7 +250,7 @@ def _dtype_in(xp, dtype):
         raise TypeError(f"dtype {name} has no counterpart in {getattr(xp, '__name__', xp)}") from None
 
 
-def is_numpy_float(a) -> bool:
+def is_ndarray_float(a) -> bool:
     """Whether ``a`` is a plain ``numpy.ndarray`` of a real floating dtype: one identity test and one attribute, the
     input checks' common case (they run about 20 times per MHA step)."""
     return type(a) is np.ndarray and a.dtype.kind == "f"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 
-from mhattn.backend import array_namespace, is_array, is_numpy_float
+from mhattn.backend import array_namespace, is_array, is_ndarray_float
 
 WEIGHT_NAMES = ("W_q", "W_k", "W_v", "W_o")
 BIAS_NAMES = ("b_q", "b_k", "b_v", "b_o")
@@ -29,7 +29,7 @@ def check_float_array(name, a, dtype=None):
     Raises:
         TypeError: a list, masked array or other object; a non-float dtype; a dtype other than ``dtype``.
     """
-    if is_numpy_float(a):  # the common case, cheaply
+    if is_ndarray_float(a):  # the common case, cheaply
         if dtype is not None and a.dtype != dtype:
             raise TypeError(f"{name} has dtype {a.dtype} but the parameters are {dtype}; cast one of them")
         return
