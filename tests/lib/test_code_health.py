@@ -92,3 +92,11 @@ def test_the_count_skips_docstring_blank_and_comment_lines_and_the_checks_fail_p
     (package / "big.py").write_text(_function(41) + "y = 1\n" * 290, encoding="utf-8")
     assert too_long_functions(package) == ["pkg/big.py:1 f: 41 code lines"]
     assert too_long_modules(package) == [f"pkg/big.py: {_function(41).count(chr(10)) + 290} lines"]
+
+
+def test_the_step_files_hold_no_numpy_branch():
+    """Issue 28: every NumPy-only branch lives in the backend layer; a step file reads ``xp.`` calls only."""
+    steps = sorted((PACKAGE / "functional").glob("*.py"))
+    assert len(steps) > 10
+    branching = [p.name for p in steps if "is_numpy" in p.read_text(encoding="utf-8")]
+    assert branching == []
