@@ -1,25 +1,26 @@
 """How a NumPy call uses the cores and caches: BLAS held to one thread, the work split over one pool of threads.
 
-Two threading models fight over the cores when BLAS runs its own threads for each GEMM while mhattn runs
-tiles on threads beside it: OpenBLAS's workers spin after every GEMM (29-91% of the CPU samples of a tiled
-call on a 2-core machine, issue 28). So a large call takes *one* model (:func:`pooled`): BLAS at one thread
-for the whole call (threadpoolctl), and the work on one pool of threads, as scikit-learn does with
-threadpoolctl:
+Two threading models fight over the cores when BLAS runs its own threads for each GEMM while mhattn runs tiles on
+threads beside it: OpenBLAS's workers spin after every GEMM (29-91% of the CPU samples of a tiled call on a 2-core
+machine, issue 28). So a large call takes *one* model (:func:`pooled`): BLAS at one thread for the whole call
+(threadpoolctl), and the work on one pool of threads, as scikit-learn does with threadpoolctl:
 
 - a 2-D GEMM ``(M, K) @ (K, N)`` in row blocks of ``M`` (or column blocks of ``N`` when ``N > M``), a batched
-  one by its leading axis (plain attention by batch) (:func:`matmul`, NumPy's ``matmul`` in the namespace
-  that :func:`mhattn.backend.array_namespace` gives plain NumPy arrays);
+  one by its leading axis (:func:`matmul`, NumPy's ``matmul`` in the namespace that
+  :func:`mhattn.backend.array_namespace` gives plain NumPy arrays);
+- plain attention's forward and backward in chunks of the batch, softmax passes included (:func:`by_batch`);
 - tiled attention's (batch, head) items (:func:`run_items`), with tiles sized to the L2 cache (:func:`plan_blocks`).
 
 The pool never exceeds the limit the user set (:func:`thread_budget`): threadpoolctl's current BLAS limit
 (``threadpool_limits(1)`` gives no pool), the ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS``/``MKL_NUM_THREADS``
-variables and the CPU affinity (``os.sched_getaffinity``). Results equal the serial ones to rounding: each row
-block is the same GEMM on fewer rows. NumPy only; the step files in :mod:`mhattn.functional` never see a thread.
+variables and the CPU affinity (``os.sched_getaffinity``). Results equal the serial ones to rounding: each block is
+the same GEMM on fewer rows. NumPy only; the step files in :mod:`mhattn.functional` hand work over, never see a thread.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import threading
 import types
@@ -135,6 +136,55 @@ def run_items(job, items, n=None):
 def _blocks(size, n):
     step = -(-size // n)
     return [(i, min(i + step, size)) for i in range(0, size, step)]
+
+
+def by_batch(step, *args, serial=False):
+    """``step(*args)``; inside a pooled NumPy call, on chunks of the batch (the leading axis of ``args[0]``) over the
+    pool, the chunks' results joined on that axis. An argument is cut when it is a NumPy array (or a named tuple of
+    them) of ``args[0]``'s rank and batch; others (a ``(T, S)`` mask, a scale, a generator) go whole to every chunk.
+    ``serial``: one call (dropout draws one sequence in order). Each chunk runs the same GEMMs under the caller's
+    ``np.errstate``, so results equal the serial call's.
+    """
+    x, n = args[0], workers()
+    if serial or n < 2 or type(x) is not np.ndarray or x.ndim < 1 or x.shape[0] < 2:
+        return step(*args)
+    chunks = _blocks(x.shape[0], min(n, x.shape[0]))
+    cut = [tuple(_cut(a, slice(i, j), x.shape[0], x.ndim) for a in args) for i, j in chunks]
+    parts, contexts = [None] * len(cut), [contextvars.copy_context() for _ in cut]  # the caller's np.errstate too
+
+    def job(c):
+        parts[c] = contexts[c].run(step, *cut[c])
+
+    _map(job, range(len(cut)), n)
+    seen = {id(cut[0][i]): a for i, a in enumerate(args)}  # a chunk's own input kept in its result: the whole input
+    return _join(parts, seen)
+
+
+def _cut(a, rows, batch, ndim):
+    """``a``'s rows of the batch when it is a batch array (or a tuple of them, a cache); else ``a`` itself."""
+    if isinstance(a, tuple):
+        fields = [_cut(f, rows, batch, ndim) for f in a]
+        return type(a)(*fields) if hasattr(a, "_fields") else tuple(fields)
+    if type(a) is np.ndarray and a.ndim == ndim and a.shape[0] == batch:
+        return a[rows]
+    return a
+
+
+def _join(parts, seen):
+    """The chunks' results as one: arrays concatenated on the leading axis (an array shared between fields joined
+    once, so ``dropped is weights`` holds after), tuples field by field, anything else the first chunk's."""
+    first = parts[0]
+    if id(first) in seen:
+        return seen[id(first)]
+    if type(first) is np.ndarray and first.ndim >= 1:
+        joined = np.concatenate(parts, axis=0)
+    elif isinstance(first, tuple):
+        fields = [_join([p[i] for p in parts], seen) for i in range(len(first))]
+        joined = type(first)(*fields) if hasattr(first, "_fields") else tuple(fields)
+    else:
+        joined = first
+    seen[id(first)] = joined
+    return joined
 
 
 def matmul(a, b, /, **kwargs):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from mhattn import executor
 from mhattn.backend import array_namespace, device_of, read_only
 from mhattn.functional.attention import AttentionCache, attend, scaled_dot_product_attention_backward
 from mhattn.functional.attention_tiled import TiledAttentionCache, tiled_attention_backward, tiled_attention_forward
@@ -171,7 +172,7 @@ def multi_head_attention_forward(
     if tiled:
         (heads, _, att), weights = tiled_attention_forward(q, k, v, mask, causal=is_causal), None  # (B, h, T, d_k)
     else:
-        heads, weights, att = attend(q, k, v, mask, dropout_p, rng)  # (B, h, T, d_k)
+        heads, weights, att = executor.by_batch(attend, q, k, v, mask, dropout_p, rng, serial=dropout_p > 0)  # (B, h, T, d_k)
     # 4. the head mask ξ scales each head's output
     masked = heads if head_mask is None else heads * _per_head(head_mask)  # (B, h, T, d_k)
     # 5. concat
@@ -210,8 +211,10 @@ def multi_head_attention_backward(dout, cache: MHACache):
         dheads = dmasked * _per_head(cache.head_mask)
     # step 3 was: scaled dot-product attention
     tiled = isinstance(cache.attention, TiledAttentionCache)
-    attention_backward = tiled_attention_backward if tiled else scaled_dot_product_attention_backward
-    dq, dk, dv = attention_backward(dheads, cache.attention)  # (B, h, T|S, d_k)
+    if tiled:
+        dq, dk, dv = tiled_attention_backward(dheads, cache.attention)  # (B, h, T|S, d_k)
+    else:
+        dq, dk, dv = executor.by_batch(scaled_dot_product_attention_backward, dheads, cache.attention)
     # step 2 was: split into heads -> concat the head gradients
     dQ, dK, dV = (split_heads_backward(d, cache.split) for d in (dq, dk, dv))  # (B, T|S, d_model)
     # step 1 was: the three projections

@@ -97,3 +97,44 @@ def test_tiled_workers_default_to_the_budget(monkeypatch):
     monkeypatch.setattr(executor, "thread_budget", lambda: 1)
     q = np.zeros((2, 3, 5, 4))
     assert tiled_attention_forward(q, q, q)[2].workers == 1
+
+
+def _masks(rng, B, h, T):
+    """The merged masks plain attention meets: none, key padding ``(B, 1, 1, S)``, float ``(T, S)``, ``(B, h, T, S)``."""
+    pad = np.zeros((B, 1, 1, T), dtype=bool)
+    pad[0, ..., -2:] = True  # the first batch element's last two keys hidden: a wrong cut would show there
+    full = rng.random((B, h, T, T)) < 0.2
+    full[..., 0] = False
+    return [None, pad, rng.standard_normal((T, T)), full]
+
+
+@pytest.mark.parametrize("which", range(4))
+def test_plain_attention_by_batch_equals_the_whole_batch(two_threads, which):
+    from mhattn.functional.attention import attend, scaled_dot_product_attention_backward
+
+    rng = np.random.default_rng(which)
+    q, k, v, dout = (rng.standard_normal((5, 3, 7, 4)) for _ in range(4))
+    mask = _masks(rng, 5, 3, 7)[which]
+    want = attend(q, k, v, mask)  # not pooled: one call
+    want_grads = scaled_dot_product_attention_backward(dout, want[2])
+    with executor.pooled():
+        got = executor.by_batch(attend, q, k, v, mask, 0.0, None)
+        got_grads = executor.by_batch(scaled_dot_product_attention_backward, dout, got[2])
+    assert sum(n for n, _ in two_threads) >= 4  # the forward and the backward each went over the pool in two chunks
+    for a, b in [*zip(want[:2], got[:2], strict=True), *zip(want_grads, got_grads, strict=True)]:
+        assert b.shape == a.shape
+        np.testing.assert_allclose(b, a, rtol=1e-13, atol=1e-13)
+    cache = got[2]
+    assert cache.q is q and cache.softmax.probs is got[1] and cache.dropped is got[1]  # inputs kept, weights joined once
+
+
+def test_by_batch_keeps_dropout_in_one_call_and_the_callers_errstate(two_threads):
+    m = MultiHeadAttention(16, 2, dropout=0.5, seed=3, attention="plain", dtype="float64")
+    x = np.random.default_rng(0).standard_normal((4, 6, 16))
+    want = m.forward(x, need_weights=False, training=True)[0]
+    m.rng = np.random.default_rng(np.random.SeedSequence(3).spawn(2)[1])  # the same dropout draws again
+    with executor.pooled():
+        got = m.forward(x, need_weights=False, training=True)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    with np.errstate(over="raise"), executor.pooled(), pytest.raises(FloatingPointError):
+        executor.by_batch(np.exp, np.full((4, 3), 1000.0))  # the chunks run under the caller's np.errstate
