@@ -145,9 +145,10 @@ def by_batch(step, *args, serial=False):
     ``serial``: one call (dropout draws one sequence in order). Each chunk runs the same GEMMs under the caller's
     ``np.errstate``, so results equal the serial call's.
     """
-    x, n = args[0], workers()
-    if serial or n < 2 or type(x) is not np.ndarray or x.ndim < 1 or x.shape[0] < 2:
-        return step(*args)
+    n = getattr(_local, "workers", 0)
+    if n < 2 or serial or type(args[0]) is not np.ndarray or args[0].ndim < 1 or args[0].shape[0] < 2:
+        return step(*args)  # a small call pays this test only
+    x = args[0]
     chunks = _blocks(x.shape[0], min(n, x.shape[0]))
     cut = [tuple(_cut(a, slice(i, j), x.shape[0], x.ndim) for a in args) for i, j in chunks]
     parts, contexts = [None] * len(cut), [contextvars.copy_context() for _ in cut]  # the caller's np.errstate too

@@ -70,27 +70,30 @@ def check_params(params, num_heads):
     missing = [n for n in WEIGHT_NAMES if n not in params]
     if missing:
         raise KeyError(f"params lacks {missing}; it has {sorted(params)}")
-    for name in WEIGHT_NAMES:
-        check_float_array(name, params[name])
-    array_namespace(*(params[n] for n in WEIGHT_NAMES))  # one library, one device, before dtypes are compared
-    dtype = params["W_q"].dtype
-    for name in WEIGHT_NAMES:
-        check_float_array(name, params[name], dtype)
-        if params[name].ndim != 2:
-            raise ValueError(f"{name} must be 2-D (d_in, d_model), got shape {params[name].shape}")
-    d_model = params["W_q"].shape[1]
+    weights = [(name, params[name]) for name in WEIGHT_NAMES]
+    for name, W in weights:
+        check_float_array(name, W)
+    array_namespace(*(W for _, W in weights))  # one library, one device, before dtypes are compared
+    dtype = weights[0][1].dtype
+    for name, W in weights:
+        if W.dtype != dtype:
+            check_float_array(name, W, dtype)  # raises, naming both dtypes
+        if W.ndim != 2:
+            raise ValueError(f"{name} must be 2-D (d_in, d_model), got shape {W.shape}")
+    d_model = weights[0][1].shape[1]
     if num_heads < 1 or d_model % num_heads:
         raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-    biases = [n for n in BIAS_NAMES if params.get(n) is not None]
-    if biases and len(biases) != 4:
-        raise KeyError(f"give all four biases b_q, b_k, b_v, b_o or none; got {biases}")
-    want = {"W_q": (d_model, d_model), "W_o": (d_model, d_model), **{n: (d_model,) for n in biases}}
-    want.update({n: (params[n].shape[0], d_model) for n in ("W_k", "W_v")})
-    for name, shape in want.items():
-        if name in biases:
-            check_float_array(name, params[name], dtype)
-        if params[name].shape != shape:
-            raise ValueError(f"{name} has shape {params[name].shape}, expected {shape}")
+    biases = [(name, params.get(name)) for name in BIAS_NAMES]
+    given = [name for name, b in biases if b is not None]
+    if given and len(given) != 4:
+        raise KeyError(f"give all four biases b_q, b_k, b_v, b_o or none; got {given}")
+    for (name, W), rows in zip(weights, (d_model, None, None, d_model), strict=True):  # W_k, W_v: any d_in
+        if W.shape != (W.shape[0] if rows is None else rows, d_model):
+            raise ValueError(f"{name} has shape {W.shape}, expected {(W.shape[0] if rows is None else rows, d_model)}")
+    for name, b in biases if given else ():
+        check_float_array(name, b, dtype)
+        if b.shape != (d_model,):
+            raise ValueError(f"{name} has shape {b.shape}, expected {(d_model,)}")
 
 
 def check_mha_inputs(query, key, value, params, num_heads, head_mask=None):
