@@ -142,10 +142,9 @@ def by_batch(step, *args, serial=False):
     """``step(*args)``; inside a pooled NumPy call, on chunks of the batch (the leading axis of ``args[0]``) over the
     pool, the chunks' results joined on that axis. An argument is cut when it is a NumPy array (or a named tuple of
     them) of ``args[0]``'s rank and batch; others (a ``(T, S)`` mask, a scale, a generator) go whole to every chunk.
-    ``serial``: one call (dropout draws one sequence in order). Each chunk runs the same GEMMs under the caller's
-    ``np.errstate``, so results equal the serial call's. Joining copies each result once: the forward briefly holds its
-    weights twice, under the backward's own peak (a plain B2 T1024 step's traced peak is unchanged, 233 MiB).
-    """
+    ``serial``: one call (dropout draws one sequence in order). Chunks run the same GEMMs under the caller's
+    ``np.errstate``: results equal the serial call's. Joining copies each result once (the forward briefly holds its
+    weights twice, under the backward's own peak: a plain B2 T1024 step's traced peak is unchanged, 233 MiB)."""
     n = getattr(_local, "workers", 0)
     if n < 2 or serial or type(args[0]) is not np.ndarray or args[0].ndim < 1 or args[0].shape[0] < 2:
         return step(*args)  # a small call pays this test only
