@@ -148,9 +148,8 @@ def by_batch(step, *args, serial=False):
     n = getattr(_local, "workers", 0)
     if n < 2 or serial or type(args[0]) is not np.ndarray or args[0].ndim < 1 or args[0].shape[0] < 2:
         return step(*args)  # a small call pays this test only
-    x = args[0]
-    chunks = _blocks(x.shape[0], min(n, x.shape[0]))
-    cut = [tuple(_cut(a, slice(i, j), x.shape[0], x.ndim) for a in args) for i, j in chunks]
+    B, ndim = args[0].shape[0], args[0].ndim
+    cut = [tuple(_cut(a, slice(i, j), B, ndim) for a in args) for i, j in _blocks(B, min(n, B))]
     parts, contexts = [None] * len(cut), [contextvars.copy_context() for _ in cut]  # the caller's np.errstate too
 
     def job(c):
@@ -172,8 +171,7 @@ def _cut(a, rows, batch, ndim):
 
 
 def _join(parts, seen):
-    """The chunks' results as one: arrays concatenated on the leading axis (an array shared between fields joined
-    once, so ``dropped is weights`` holds after), tuples field by field, anything else the first chunk's."""
+    """The chunks' results as one: arrays concatenated (a shared one once), tuples by field, others the first's."""
     first = parts[0]
     if id(first) in seen:
         return seen[id(first)]
@@ -216,6 +214,9 @@ def _reshape(x, /, shape, *, copy=None):
 def _sum(x, /, *, axis=None, dtype=None, keepdims=False, **kwargs):
     if kwargs or type(x) is not np.ndarray:
         return np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims, **kwargs)
+    if axis == -1 and dtype is None and x.ndim > 2 and 2 <= x.shape[-1] <= 128 and x.dtype in (np.float32, np.float64):
+        rows = x @ np.ones((x.shape[-1], 1), dtype=x.dtype)  # a GEMV: NumPy sums a short last axis row by row (3x)
+        return rows if keepdims else rows[..., 0]
     return x.sum(axis=axis, dtype=dtype, keepdims=keepdims)
 
 
@@ -223,12 +224,11 @@ def _permute_dims(x, /, axes):
     return x.transpose(axes) if type(x) is np.ndarray else np.permute_dims(x, axes)
 
 
-# NumPy as :func:`mhattn.backend.array_namespace` gives it to plain NumPy arrays: every name is NumPy's own object
-# (copied into a module's dict, so a lookup costs what ``np.<name>`` costs; a name NumPy loads lazily comes through
-# the module's ``__getattr__``), except ``matmul`` (:func:`matmul` while a call is pooled, ``numpy.matmul``
-# otherwise) and three functions that call the array's method directly, the same view or sum without NumPy's Python
-# dispatch (``np.reshape`` costs 0.45 µs more than ``a.reshape``, ``np.sum`` 1 µs, ``np.permute_dims`` 0.3 µs: a
-# tenth of a step at exercise size).
+# NumPy as :func:`mhattn.backend.array_namespace` gives plain NumPy arrays: NumPy's own objects in a module dict (a
+# lookup costs what ``np.<name>`` costs), except ``matmul`` (:func:`matmul` while a call is pooled) and three that skip
+# NumPy's Python dispatch by calling the array's method (``np.reshape`` costs 0.45 µs more, ``np.sum`` 1 µs,
+# ``np.permute_dims`` 0.3 µs: a tenth of an exercise-size step); ``sum`` over a short last axis of a stack of matrices
+# (attention rows) is a GEMV.
 NUMPY = types.ModuleType("numpy", np.__doc__)
 NUMPY.__dict__.update({k: v for k, v in vars(np).items() if not k.startswith("__") or k == "__version__"})
 NUMPY.__getattr__ = lambda name: getattr(np, name)

@@ -10,8 +10,7 @@ and every NumPy-only speed trick of the steps, as scikit-learn's ``_array_api.py
 standard's version beside it (NumPy's namespace itself, with ``reshape``/``sum`` as fast as the methods and a
 pooled ``matmul``, is :data:`mhattn.executor.NUMPY`):
 
-- :func:`exp_in_place`, :func:`max_last`, :func:`sum_last`: the softmax's exponential in the caller's buffer, a row's
-  maximum and sum;
+- :func:`exp_in_place`, :func:`max_last`: the softmax's exponential in the caller's buffer, a short row's maximum;
 - :func:`contiguous`: rows laid out contiguously (per-head GEMMs on strided views run ~30% slower);
 - tiled attention's reused tile buffers and in-place fills (:func:`workspace`, :func:`matmul_into`,
   :func:`fill_where`) and its shift-free exponentials (:func:`key_norm`, :func:`shift_free`).
@@ -98,14 +97,6 @@ def max_last(xp, z):
         top = xp.maximum(m[..., :half], m[..., n - half :])  # (..., n//2); an odd middle entry is kept apart
         m = top if n % 2 == 0 else xp.concat([top, m[..., half : half + 1]], axis=-1)  # (..., ceil(n/2))
     return m  # (..., 1)
-
-
-def sum_last(xp, z):
-    """``xp.sum(z, axis=-1, keepdims=True)``, the same sums to rounding; on NumPy a product with a column of ones (a
-    GEMV: 2-3x NumPy's reduction over a last axis of 16 to 128 entries, which it sums one row at a time)."""
-    if not (is_numpy(xp) and z.ndim >= 2 and z.dtype in (np.float32, np.float64)):
-        return xp.sum(z, axis=-1, keepdims=True)
-    return z @ np.ones((z.shape[-1], 1), dtype=z.dtype)  # (..., S) @ (S, 1) -> (..., 1)
 
 
 def contiguous(xp, a):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from mhattn.backend import array_namespace, broadcasts_to, read_only
-from mhattn.xp_extra import exp_in_place, max_last, sum_last
+from mhattn.xp_extra import exp_in_place, max_last
 
 
 class SoftmaxCache(NamedTuple):
@@ -64,7 +64,7 @@ def masked_softmax(scores, mask=None, *, overwrite_input: bool = False):
     # 3. exponentiate (xp.exp, into z's own memory where the library can)
     z = exp_in_place(xp, z)  # (..., S)
     # 4. normalise; an all-masked row has sum 0 and stays all 0
-    s = sum_last(xp, z)  # (..., 1) = xp.sum(z, axis=-1, keepdims=True)
+    s = xp.sum(z, axis=-1, keepdims=True)  # (..., 1)
     z /= xp.where(s == 0, 1.0, s)
     return z
 
@@ -82,7 +82,7 @@ def softmax_backward(dprobs, cache: SoftmaxCache):
     p = cache.probs
     xp = array_namespace(dprobs, p)
     # steps 4-1 together: the full Jacobian diag(p) - p p^T applied to dprobs
-    dot = sum_last(xp, dprobs * p)  # (..., 1) = xp.sum(dprobs * p, axis=-1, keepdims=True)
+    dot = xp.sum(dprobs * p, axis=-1, keepdims=True)  # (..., 1)
     dz = dprobs - dot
     dz *= p
     return dz
