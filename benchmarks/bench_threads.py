@@ -37,7 +37,7 @@ def _fwd_bwd(module, x, dout):
     module.backward(dout)
 
 
-def _time_shape(B, T, d, h, reps, rng) -> dict:
+def time_shape(B, T, d, h, reps, rng) -> dict:
     """Seconds of ``reps`` mhattn and torch forward + backward calls at one shape, alternated call by call."""
     import numpy as np
     import torch
@@ -72,7 +72,7 @@ def _worker(reps: int) -> dict:
     rng = np.random.default_rng(0)
     out = {"blas": [(i.get("internal_api"), i.get("architecture"), i.get("num_threads")) for i in threadpool_info()]}
     for name, shape in SHAPES.items():
-        out[name] = _time_shape(*shape, reps, rng)
+        out[name] = time_shape(*shape, reps, rng)
     return out
 
 

@@ -38,6 +38,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from bench_threads import time_shape  # this folder: the scripts run as `python benchmarks/<script>.py`
 from threadpoolctl import threadpool_info, threadpool_limits
 
 SHAPES = {"B1 T2048": (1, 2048, 512, 8, 0.75), "B2 T1024": (2, 1024, 512, 8, 0.75), "B16 T128": (16, 128, 512, 8, 0.5)}
@@ -137,32 +138,9 @@ def attention_rate(B, T, dk, h, pool, threads, rng) -> float:
 
 
 def measured(B, T, d, h, reps=7):
-    """Median seconds of mhattn's and torch's forward + backward, alternated call by call."""
-    import torch
-
-    from mhattn import MultiHeadAttention
-
-    rng = np.random.default_rng(0)
-    x, dout = (rng.standard_normal((B, T, d)).astype(np.float32) for _ in range(2))
-    ours, ref = MultiHeadAttention(d, h, seed=0), torch.nn.MultiheadAttention(d, h, batch_first=True)
-    xt, dt = torch.from_numpy(x).requires_grad_(True), torch.from_numpy(dout)
-
-    def run_ours():
-        ours.forward(x, need_weights=False)
-        ours.backward(dout)
-
-    def run_torch():
-        xt.grad = None
-        ref.zero_grad(set_to_none=True)
-        ref(xt, xt, xt, need_weights=False)[0].backward(dt)
-
-    times = {"mhattn": [], "torch": []}
-    run_ours(), run_torch()
-    for _ in range(reps):
-        for key, f in (("mhattn", run_ours), ("torch", run_torch)):
-            t0 = time.perf_counter()
-            f()
-            times[key].append(time.perf_counter() - t0)
+    """Median seconds of mhattn's and torch's forward + backward, alternated call by call
+    (:func:`bench_threads.time_shape`)."""
+    times = time_shape(B, T, d, h, reps, np.random.default_rng(0))
     return statistics.median(times["mhattn"]), statistics.median(times["torch"])
 
 
