@@ -1,6 +1,7 @@
 """Figures of the pruning report (matplotlib), shared by ``mhattn prune`` and the notebooks.
 
-Each figure draws what it is handed, ``{model name: measurements}`` (a report's ``details``; the histogram also
+:func:`sixes_figure` is the main job's (``mhattn prune``): each layer's random sixes against the naive reading and its
+complement pairs against the whole layer. Each figure draws what it is handed, ``{model name: measurements}`` (a report's ``details``; the histogram also
 the report's expectations, :meth:`mhattn.heads.report.ModelReport.figure_data`), and computes nothing of its own."""
 
 from __future__ import annotations
@@ -121,3 +122,31 @@ def figure_pngs(reports, names=tuple(FIGURES)):
     """The figures ``names`` (keys of ``FIGURES``) of ``reports`` (model name -> ``ModelReport.figure_data()``)
     as ``{file name: PNG bytes}``."""
     return {name: png_bytes(FIGURES[name](reports), dpi=100) for name in names}
+
+
+def sixes_figure(name, measurement, rows):
+    """Per layer (one row each): the histogram of a six's loss change with the median's 95% interval (shaded) and
+    the naive reading (left); the histogram of (Δ(S) + Δ(S')) / Δ(all) over complement pairs with 1 marked (right).
+
+    Args:
+        name: the model's label; measurement: :func:`mhattn.heads.sixes.measure_model`'s result; rows: its
+            :func:`mhattn.heads.reasons.model_reasons`.
+    """
+    fig = _figure(figsize=(9, 2.2 * len(rows)), layout="constrained")
+    axes = fig.subplots(len(rows), 2, squeeze=False)
+    for (left, right), layer, r in zip(axes, measurement["layers"], rows, strict=True):
+        d = np.asarray(layer["sixes"]["total"]["dloss"])
+        left.hist(d, bins=30, color="tab:gray")
+        left.axvspan(*r.six_dloss.ci, color="tab:blue", alpha=0.3, label=f"median {r.six_dloss.median:+.3f} (95% interval)")
+        left.axvline(r.naive_dloss, color="tab:red", ls=":", label=f"naive {r.naive_dloss:+.3f}")
+        left.set_ylabel(f"layer {r.layer}\nsixes")
+        left.legend(fontsize=7)
+        if r.pair_ratio is not None:
+            whole = layer["all"]["total"]["dloss"]
+            right.hist((d[0::2] + d[1::2]) / whole, bins=20, color="tab:green")
+            right.axvline(1.0, color="k", lw=0.8)
+        right.set_ylabel("pairs")
+    axes[-1, 0].set_xlabel("loss change when six heads of the layer are removed (nats)")
+    axes[-1, 1].set_xlabel("(cost of S + cost of its complement) / cost of all twelve")
+    fig.suptitle(name)
+    return fig
