@@ -185,7 +185,8 @@ def header(model, task, settings: SixesSettings, ev) -> dict:
     ids, targets = task.eval_set(eval_size_for(task, settings))
     base = ev.evaluate()
     return {
-        "settings": {**asdict(settings), "eval_size": eval_size_for(task, settings)}, "num_layers": model.cfg.num_layers, "num_heads": model.cfg.num_heads,
+        "settings": {**asdict(settings), "eval_size": eval_size_for(task, settings)},
+        "num_layers": model.cfg.num_layers, "num_heads": model.cfg.num_heads,
         "dtype": str(host_dtype(model.params["embed.W"])), "predictions": int(np.size(targets[0])),
         "baseline": {"loss": base["loss"], "acc": base["acc"]}, "ngram": ngram_anchors(task, ids, targets),
     }  # fmt: skip

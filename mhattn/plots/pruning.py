@@ -1,8 +1,9 @@
 """Figures of the pruning report (matplotlib), shared by ``mhattn prune`` and the notebooks.
 
-:func:`sixes_figure` is the main job's (``mhattn prune``): each layer's random sixes against the naive reading and its
-complement pairs against the whole layer. Each figure draws what it is handed, ``{model name: measurements}`` (a report's ``details``; the histogram also
-the report's expectations, :meth:`mhattn.heads.report.ModelReport.figure_data`), and computes nothing of its own."""
+:func:`sixes_figure` is the main job's (``mhattn prune``): each layer's random sixes against the naive reading and
+its complement pairs against the whole layer. The others draw what they are handed, ``{model name: measurements}`` (a
+report's ``details``; the histogram also the report's expectations,
+:meth:`mhattn.heads.report.ModelReport.figure_data`), and compute nothing of their own."""
 
 from __future__ import annotations
 
