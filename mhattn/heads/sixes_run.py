@@ -8,6 +8,7 @@ The numbers do not depend on ``jobs``: each evaluation is the same sequence of c
 
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +32,11 @@ def _bar(total, enabled):
         from tqdm import tqdm
     except ImportError:
         return progress_bar(total, False)
-    return tqdm(total=total, desc="sixes evaluated", unit="subset", file=sys.stderr, mininterval=0.5, leave=False)
+    # a terminal that reports no size (a bare pty: 0 x 0) gets no bar at all from tqdm, which then thinks the bar's
+    # line is off the screen: take 80 x 24 there
+    size = shutil.get_terminal_size((80, 24))
+    return tqdm(total=total, desc="sixes evaluated", unit="subset", file=sys.stderr, mininterval=0.5, leave=False,
+                ncols=min(size.columns or 80, 100), nrows=size.lines or 24)  # fmt: skip
 
 
 def run_sixes(names, settings: SixesSettings | None = None, jobs: int = 2, progress: bool = True) -> dict:

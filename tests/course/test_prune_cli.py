@@ -14,7 +14,7 @@ from xp_testing import assert_close_tree
 from mhattn import cli
 from mhattn.training.checkpoint import load_checkpoint
 
-SMALL = ["--n-random", "12", "--eval-size", "64", "--curve-orders", "1", "--finetune-steps", "5", "--gate-steps", "5"]
+SMALL = ["--n-random", "4", "--eval-size", "4"]  # two complement pairs per layer, four windows
 
 
 @pytest.fixture(scope="module")
@@ -24,55 +24,120 @@ def report(tmp_path_factory):
     return out, json.loads((out / "report.json").read_text())
 
 
-@pytest.mark.slow  # over 10 s on 2 loaded cores
-def test_prune_writes_the_report_keys_for_both_roles_models(report):
+def test_prune_with_no_options_asks_the_twelve_head_model_in_every_layer(report):
+    """The main job: text-deep12, every layer, complement pairs of sixes, the three levels, a box and a figure."""
     out, rep = report
-    assert set(rep["models"]) == {"roles-plain", "roles-headdropout"}
-    assert rep["report_version"] == 4 and "six are removed at random" in rep["question"]
-    for m in rep["models"].values():
-        assert {"q1_unequal_contribution", "q2_compensation", "q3_removal_improved_loss", "summary", "details"} <= set(m)
-        assert {"expectation", "verdicts", "conclusion"} <= set(m)
-        e = m["expectation"]
-        assert e["additive_expected_dloss"] == pytest.approx(e["sum_single_dloss"] * 6 / 12)
-        assert e["observed_dloss_median"] == m["q2_compensation"]["random_dloss_median"]
-        assert m["q3_removal_improved_loss"]["n_random"] == 12
-        assert len(m["details"]["random"]["subsets"][0]) == 6 and len(m["details"]["importance"][0]) == 12
-        assert m["details"]["curve"]["fraction_removed"][0] == 0.0 and m["details"]["curve"]["fraction_removed"][-1] == 1.0
-    for png in (
-        "importance.png",
-        "random_removal_hist.png",
-        "pruning_curves.png",
-        "similarity.png",
-        "attention_roles-plain_layer0.png",
-    ):
-        assert (out / png).stat().st_size > 5000
+    assert rep["report_version"] == 5 and "two distinct reasons" in rep["question"]
+    assert set(rep["models"]) == {"text-deep12"}
+    m = rep["models"]["text-deep12"]
+    layers = m["measurement"]["layers"]
+    assert [x["layer"] for x in layers] == [0, 1, 2, 3] and len(m["reasons"]) == 4
+    for x in layers:
+        a, b = x["subsets"][0], x["subsets"][1]
+        assert x["paired"] and sorted(a + b) == list(range(12)) and len(a) == 6  # a six and its complement
+        assert set(x["sixes"]) == {"total", "heads-only", "direct"} and len(x["sixes"]["total"]["dloss"]) == 4
+        assert len(x["single"]["direct"]["dloss"]) == 12 and {"total", "mean"} <= set(x["all"])
+    last = layers[-1]  # no head reads the last layer: heads-only is the total there
+    assert last["sixes"]["heads-only"] == last["sixes"]["total"]
+    r0 = m["reasons"][0]
+    for key in ("six_dloss", "six_dacc", "pair_ratio", "pair_ratio_acc", "indirect", "median_over_mean"):
+        assert {"median", "ci", "p5", "p95", "mean", "n"} <= set(r0[key]) and r0[key]["ci"][0] <= r0[key]["ci"][1]
+    assert r0["overlap"] in ("supported", "not supported", "unclear") and r0["heads"] != "none after"
+    assert m["reasons"][-1]["heads"] == "none after"
+    assert m["measurement"]["ngram"]["bigram"]["loss"] > m["measurement"]["baseline"]["loss"]
+    assert (out / "sixes_text-deep12.png").stat().st_size > 5000
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert m["box"] in md and rep["question"] in md
 
 
-def test_prune_report_shows_head_dropout_made_heads_redundant(report):
-    """The plain model has a head it cannot lose; the head-dropout model has none (see docs/prune_report.md)."""
-    _, rep = report
-    plain, hd = rep["models"]["roles-plain"], rep["models"]["roles-headdropout"]
-    assert plain["q1_unequal_contribution"]["single_ablation_dloss_max"] > 0.5
-    assert hd["q1_unequal_contribution"]["single_ablation_dloss_max"] < 0.1
-    assert plain["q2_compensation"]["random_dloss_median"] > 10 * hd["q2_compensation"]["random_dloss_median"]
-    # in the plain model, removing the most important heads hurts far more than removing the least important
-    least, most = plain["q1_unequal_contribution"]["least_vs_most_important_dloss"]
-    assert most > 3 * least
-
-
-def test_prune_table_is_printed(capsys, tmp_path):
-    assert (
-        cli.main(["prune", "--checkpoint", "roles-plain", *SMALL, "--gate-steps", "0", "--no-plots", "--out", str(tmp_path)]) == 0
-    )
+def test_prune_prints_the_question_then_the_box(capsys, tmp_path):
+    assert cli.main(["prune", *SMALL, "--no-plots", "--out", str(tmp_path)]) == 0
     text = capsys.readouterr().out
-    assert "random removal: median dloss" in text and "roles-plain: 6 of 12 heads removed at random" in text
-    assert text.startswith("Question: A layer has twelve heads") and "report.md" in text
-    box = text.split("\n\n")[1]  # the answer box comes first, at most 120 words, loss and accuracy
-    assert box.startswith("roles-plain: 6 of 12") and len(box.split()) <= 120 and "accuracy" in box
-    md = (tmp_path / "report.md").read_text(encoding="utf-8")
-    assert box in md and "Answer:" in md  # the details stay in report.md
-    assert "additive expectation: dloss" in text and "naive expectation: dloss" in text
-    assert not (tmp_path / "importance.png").exists()
+    assert text.startswith("Question: If a model has twelve attention heads per layer")
+    box = text.split("\n\n")[1]
+    assert box.startswith("text-deep12 (4 x 12 heads)") and "Answer:" in box and "report.md" in text
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_the_progress_bar_shows_when_piped_and_under_a_pty(tmp_path):
+    """Progress is written to stderr whether it is a pipe or a terminal (the main job takes a minute)."""
+    import pty
+
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from mhattn.cli import main; sys.exit(main())",
+        "prune",
+        "--n-random",
+        "2",
+        "--eval-size",
+        "2",
+        "--no-plots",
+    ]
+    piped = subprocess.run([*cmd, "--out", str(tmp_path / "a")], capture_output=True, text=True, timeout=300)
+    assert piped.returncode == 0 and "sixes evaluated" in piped.stderr, piped.stderr[-2000:]
+    main, sub = pty.openpty()
+    proc = subprocess.Popen([*cmd, "--out", str(tmp_path / "b")], stdout=subprocess.DEVNULL, stderr=sub)
+    os.close(sub)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the pty closes when the command ends
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert proc.wait(timeout=300) == 0 and b"sixes evaluated" in seen
+
+
+def test_one_job_gives_the_same_numbers_as_two(report, tmp_path):
+    """The layers run side by side in threads, one BLAS thread each: the numbers do not depend on --jobs."""
+    assert cli.main(["prune", *SMALL, "--jobs", "1", "--no-plots", "--out", str(tmp_path)]) == 0
+    one = json.loads((tmp_path / "report.json").read_text())
+    assert one["models"]["text-deep12"]["measurement"] == report[1]["models"]["text-deep12"]["measurement"]
+
+
+def test_the_toys_stay_a_task_option(tmp_path):
+    """``--task roles``: the two one-layer models, with the same measurements; no head reads another's output."""
+    assert cli.main(["prune", "--task", "roles", "--n-random", "4", "--eval-size", "16", "--no-plots", "--out",
+                     str(tmp_path)]) == 0  # fmt: skip
+    rep = json.loads((tmp_path / "report.json").read_text())
+    assert list(rep["models"]) == ["roles-plain", "roles-headdropout"]
+    for m in rep["models"].values():
+        assert m["measurement"]["num_layers"] == 1 and m["reasons"][0]["heads"] == "none after"
+        assert m["measurement"]["ngram"] is None  # no training text: the mean-output anchor only
+
+
+def test_prune_options_are_the_settings_defaults():
+    """The command and the library (and so notebook 07's shipped data) run the same experiment."""
+    from mhattn.heads.sixes import SixesSettings
+
+    args, s = cli.build_parser().parse_args(["prune"]), SixesSettings()
+    assert (args.task, args.remove, args.n_random, args.seed, args.eval_size) == ("text-deep12", s.n_remove,
+                                                                                 s.n_subsets, s.seed, None)  # fmt: skip
+
+
+def test_remove_is_bounded_by_a_layers_heads():
+    import argparse
+
+    from mhattn.commands import UsageError
+    from mhattn.commands.prune import add_parser, check
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(), "prune")
+    check(parser.parse_args(["prune", "--remove", "12"]))
+    with pytest.raises(UsageError, match=r"argument --remove: .*has 12 heads per layer\), got 13"):
+        check(parser.parse_args(["prune", "--remove", "13"]))
+    with pytest.raises(UsageError, match="has 8 heads per layer"):
+        check(parser.parse_args(["prune", "--task", "text-deep", "--remove", "9"]))
+
+
+@pytest.mark.parametrize("gone", ["--layer", "--gate-steps", "--curve-orders", "--finetune-steps"])
+def test_the_old_options_are_refused(gone, capsys):
+    with pytest.raises(SystemExit) as err:
+        cli.main(["prune", gone, "1"])
+    assert err.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err
 
 
 def test_train_cli_writes_a_loadable_checkpoint(tmp_path, capsys):
@@ -82,16 +147,6 @@ def test_train_cli_writes_a_loadable_checkpoint(tmp_path, capsys):
     model, meta = load_checkpoint(path)
     assert meta["training"]["head_dropout"] == 0.3 and meta["training"]["steps"] == 20
     assert model.cfg.num_heads == 12 and "checkpoint written" in capsys.readouterr().out
-
-
-@pytest.mark.slow  # over 10 s on 2 loaded cores
-def test_one_job_draws_the_same_figures_and_numbers_as_two(report, tmp_path):
-    """--jobs 1 runs and draws everything in this process; --jobs 2 splits the tasks over two workers."""
-    out, rep = report
-    assert cli.main(["prune", *SMALL, "--jobs", "1", "--out", str(tmp_path)]) == 0
-    one = json.loads((tmp_path / "report.json").read_text())
-    assert {p.name for p in tmp_path.glob("*.png")} == {p.name for p in out.glob("*.png")} != set()
-    assert_close_tree(one["models"], rep["models"])  # two workers' BLAS threads may sum in another order
 
 
 def test_run_prune_is_the_measurements_plus_the_gate_experiment():
@@ -171,82 +226,3 @@ def test_terminated_workers_leave_nothing_for_the_resource_tracker(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert proc.returncode == 3, proc.stderr[-2000:]
     assert "leaked" not in proc.stderr and "resource_tracker" not in proc.stderr, proc.stderr[-2000:]
-
-
-@pytest.mark.slow  # over 10 s on 2 loaded cores
-def test_the_report_figures_do_not_read_the_gates(report):
-    """``mhattn prune`` draws the report's figures before the gates are trained: they must not depend on them."""
-    from mhattn.plots.pruning import figure_pngs
-
-    details = {
-        name: {**m["details"], "additive": m["expectation"]["additive_expected_dloss"],
-               "naive": m["expectation"]["naive_expected_dloss"]}
-        for name, m in report[1]["models"].items()
-    }  # fmt: skip
-    assert all("gates" in d for d in details.values())
-    without = {name: {k: v for k, v in d.items() if k != "gates"} for name, d in details.items()}
-    assert figure_pngs(details) == figure_pngs(without)
-    changed = {
-        name: {**d, "random": {**d["random"], "dloss": [x + 1.0 for x in d["random"]["dloss"]]}} for name, d in without.items()
-    }
-    assert figure_pngs(changed)["random_removal_hist.png"] != figure_pngs(without)["random_removal_hist.png"]
-
-
-def test_prune_option_defaults_are_the_prune_settings_defaults():
-    """The command and the library (and so notebook 07, which asserts PruneSettings) run the same experiment."""
-    from mhattn.commands.prune import options
-    from mhattn.heads.prune import PruneSettings
-
-    args = cli.build_parser().parse_args(["prune"])
-    s = PruneSettings()
-    fields = ["curve_orders", "finetune_steps", "l0_lambda", "seed"]
-    assert {f: getattr(args, f) for f in fields} == {f: getattr(s, f) for f in fields}
-    assert options(args) == {"n_random": s.n_random, "gate_steps": s.gate_steps, "layer": s.layer}
-    deep = options(cli.build_parser().parse_args(["prune", "--task", "text-deep12"]))
-    assert deep == {"n_random": 200, "gate_steps": 0, "layer": "each"}  # the course's question in every layer
-    given = options(cli.build_parser().parse_args(["prune", "--task", "text-deep12", "--layer", "2", "--n-random", "7"]))
-    assert given == {"n_random": 7, "gate_steps": 0, "layer": 2}
-    assert args.remove == s.n_remove
-    assert args.eval_size is None  # the task decides: 512 roles sequences = PruneSettings.eval_size
-    assert s.eval_size == 512
-
-
-def test_prune_command_takes_the_deep_task():
-    """``--task text-deep`` loads the deep model (4 layers x 8 heads) and bounds ``--remove`` by its 32 heads."""
-    import argparse
-
-    from mhattn.commands import UsageError
-    from mhattn.commands.prune import DEFAULTS, add_parser, check
-
-    parser = argparse.ArgumentParser()
-    add_parser(parser.add_subparsers(), "prune")
-    args = parser.parse_args(["prune", "--task", "text-deep", "--remove", "32"])
-    check(args)  # loads the shipped checkpoint and its task
-    assert DEFAULTS["text-deep"] == ["text-deep"] and DEFAULTS["roles"] == ["roles-plain", "roles-headdropout"]
-    with pytest.raises(UsageError, match="has 32 heads"):
-        check(parser.parse_args(["prune", "--task", "text-deep", "--remove", "33"]))
-
-
-def test_prune_command_asks_the_question_of_one_layer_of_the_twelve_head_deep_model():
-    """``--task text-deep12`` removes from one layer at a time: ``--remove`` is bounded by a layer's 12 heads and
-    ``--layer`` by its 4 layers; a bad ``--layer`` names the option and what it takes."""
-    import argparse
-
-    from mhattn.commands import UsageError
-    from mhattn.commands.prune import add_parser, check
-
-    parser = argparse.ArgumentParser()
-    add_parser(parser.add_subparsers(), "prune")
-    check(parser.parse_args(["prune", "--task", "text-deep12", "--remove", "12"]))
-    with pytest.raises(UsageError, match="has 12 heads"):
-        check(parser.parse_args(["prune", "--task", "text-deep12", "--remove", "13"]))
-    with pytest.raises(UsageError, match=r"argument --layer: .*has 4 layers\), got 4"):
-        check(parser.parse_args(["prune", "--task", "text-deep12", "--layer", "4"]))
-    check(parser.parse_args(["prune", "--task", "text-deep12", "--layer", "none", "--remove", "48"]))  # any layer
-
-
-@pytest.mark.parametrize("bad", ["-1", "two", "1.5"])
-def test_a_bad_layer_option_says_what_it_takes(bad, capsys):
-    with pytest.raises(SystemExit) as err:
-        cli.main(["prune", "--layer", bad])
-    assert err.value.code == 2 and "must be a layer number (0, 1, ...), 'each' or 'none'" in capsys.readouterr().err
