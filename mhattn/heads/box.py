@@ -118,28 +118,38 @@ def adapt_line(rows, seeds) -> tuple[bool, str, str]:
         parts.append("no head comes after the removed ones" if all(r.heads == "none after" for r in rows)
                      else "the later heads' response is unclear")  # fmt: skip
     if repair and not short:
-        short = f"the layers after the removal repair it (layers {', '.join(map(str, repair))})"
+        short = f"what follows the removed heads repairs it ({_where(repair, rows)})"
     whole = max(rows, key=lambda r: abs(r.indirect.median))
-    word = "repair" if repair else "amplify" if ampl else "leave unclear"
+    one = rows[0].num_layers == 1
+    word = ("repair" if repair else "amplify" if ampl else "leave unclear") + ("s" if one and (repair or ampl) else "")
+    word = "leaves unclear" if one and not (repair or ampl) else word
     repaired = "self-repair in McGrath et al.'s sense" + (f" in {_where(repair, rows)}" if repair else ": none")
-    parts.append(f"all layers after the removed heads together {word} the removal in {_where(repair or ampl, rows)} "
-                 f"({_nats(whole.indirect.median)} {_ci(whole.indirect.ci)} from the direct effect, the cost with "
-                 f"everything after the removed heads frozen, layer {whole.layer}): {repaired}")  # fmt: skip
+    after = "the feed-forward layer after the heads" if one else "all layers after the removed heads together"
+    parts.append(f"{after} {word} the removal in {_where(repair or ampl, rows)} ({_nats(whole.indirect.median)} "
+                 f"{_ci(whole.indirect.ci)} from the direct effect, the cost with everything after the removed heads "
+                 f"frozen, layer {whole.layer}): {repaired}")  # fmt: skip
     return bool(short), short or "", "; ".join(parts[:-1]) + ". " + parts[-1][0].upper() + parts[-1][1:]
 
 
 def unequal_line(rows, seeds) -> tuple[bool, str, str]:
-    """Unequal heads: the costliest heads' share, and whether the typical six is cheaper than the average one."""
-    held = _layers(rows, lambda r: r.typical_cheaper == "supported")
+    """Unequal heads: the costliest heads' share, what it does to added-up sixes, and the observed skew."""
+    held = _layers(rows, lambda r: r.unequal == "supported")
     top = max(rows, key=lambda r: r.top_share)
     low = min(rows, key=lambda r: r.median_over_mean.median)
+    skew = _layers(rows, lambda r: r.typical_cheaper == "supported")
+    spread = _seeds([min(x.median_over_mean.median for x in s) for s in seeds], _f2)
     short = f"unequal heads (a typical six costs {_f2(low.median_over_mean.median)} x the average six, layer {low.layer})"
-    return bool(held), short, (
-        f"the three costliest heads carry {top.top_share:.0%} of the single costs (layer {top.layer}), but at six of "
-        f"twelve inequality cannot lower the mean six (added up, any six costs half the total on average); a typical "
-        f"six costs {_f2(low.median_over_mean.median)} {_ci(low.median_over_mean.ci, _f2)} x the average six in layer "
-        f"{low.layer}: cheaper than average in {_where(held, rows)}"
-    )  # fmt: skip
+    half = all(2 * r.n_remove == r.num_heads for r in rows)
+    why = ("at six of twelve, added-up single costs are symmetric: inequality widens the spread of sixes "
+           f"({_nats(top.additive_p5)} to {_nats(top.additive_p95)} in layer {top.layer}) and moves neither their mean "
+           "nor their median" if half else "added up, the typical subset costs "
+           f"{_f2(min(r.additive_median_over_mean for r in rows))} x the average one")  # fmt: skip
+    found = (f"; the typical six is cheaper than the average in {_where(skew, rows)} ({_f2(low.median_over_mean.median)} "
+             f"{_ci(low.median_over_mean.ci, _f2)} x, layer {low.layer}{spread}), a skew from how heads combine"
+             if skew and not held else f"; a typical six costs {_f2(low.median_over_mean.median)} "
+             f"{_ci(low.median_over_mean.ci, _f2)} x the average six (layer {low.layer}{spread})")  # fmt: skip
+    return bool(held), short, (f"the three costliest heads carry {top.top_share:.0%} of the single costs (layer "
+                               f"{top.layer}), but {why}{found}")  # fmt: skip
 
 
 def noise_line(rows, seeds) -> tuple[bool, str, str]:
@@ -153,8 +163,8 @@ def noise_line(rows, seeds) -> tuple[bool, str, str]:
     short = f"noise ({singles[0]} of {n1} single heads and {sixes[0]} of {n6} sixes lowered the loss)"
     return seen, short, (
         f"{singles[0]} of {n1} single heads and {sixes[0]} of {n6} sixes (95% interval up to {up:.1%}) lowered the "
-        f"loss; in accuracy {_count(singles[1], 'single head')} (by up to {_pts(gain)} points) and "
-        f"{_count(sixes[1], 'six', 'sixes')} did better"
+        f"loss; in accuracy {_count(singles[1], 'single head')}"
+        f"{f' (by up to {_pts(gain)} points)' if singles[1] else ''} and {_count(sixes[1], 'six', 'sixes')} did better"
     )  # fmt: skip
 
 

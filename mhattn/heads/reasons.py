@@ -11,9 +11,11 @@ From one layer's measurements (:func:`mhattn.heads.sixes.measure_layer`), for k 
   keeps much of what all h did (Michel et al. 2019 §3; Voita et al. 2019 §6); and Δ(S) / Σ_{j∈S} c_j above 1 means
   single costs understate what heads do together, as when heads cover for each other.
 * **unequal heads**: the single costs' inequality (share of the three costliest), against what it can do: at
-  k = h/2 the additive expectation is half the total *whatever* the inequality, so inequality widens the spread of
-  sixes and cannot lower their mean; a typical six is cheaper than the average one only if the median/mean ratio's
-  interval lies below 1.
+  k = h/2 the additive expectation is half the total *whatever* the inequality, and the added-up costs of all
+  C(h, k) subsets are symmetric (each subset's complement holds the rest), so inequality widens the spread of sixes
+  and lowers neither their mean nor their median. Reason 1 is supported only where the added-up costs put the typical
+  subset below the average one *and* the observed median/mean ratio's interval lies below 1; an observed skew that
+  the added-up costs cannot make comes from how heads combine, not from their inequality.
 * **remaining heads adapt** (dynamic): total − direct effect per subset (McGrath et al. 2023, "The Hydra Effect":
   *repair* where the total is below the direct effect, *amplification* where above), split into what the later
   layers' heads add (total − heads-only) and what the feed-forward layers and LayerNorms add (heads-only − direct).
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mhattn.heads.expectation import bootstrap_interval
+from mhattn.heads.expectation import bootstrap_interval, subset_sums
 
 TOP = 3  # "the three costliest heads" carry this share of the single costs
 
@@ -103,8 +105,12 @@ class LayerReasons:
     six_over_singles: Stat  # Δ(S) / Σ_{j∈S} c_j
     overlap: str  # "supported" / "not supported" / "unclear" / "not measured"
     top_share: float  # share of Σ max(c_j, 0) carried by the TOP costliest heads
-    median_over_mean: Stat  # the typical six against the average six (bootstrap of the ratio)
-    typical_cheaper: str  # "supported" / "not supported" / "unclear"
+    additive_median_over_mean: float  # the same ratio if single costs added up, over all C(h, k) subsets (exact)
+    additive_p5: float  # the spread of the added-up single costs over all C(h, k) subsets
+    additive_p95: float
+    median_over_mean: Stat  # the typical six against the average six, observed (bootstrap of the ratio)
+    typical_cheaper: str  # observed: "supported" / "not supported" / "unclear" (the typical six below the average)
+    unequal: str  # "supported" only where added-up unequal costs make the typical six cheaper and so do the data
     indirect: Stat  # total - direct per subset (< 0 repair, > 0 amplification)
     downstream: str  # "repair" / "amplification" / "unclear"
     heads_part: Stat | None  # total - heads-only: what the later layers' heads add (None: no head reads the layer)
@@ -173,12 +179,31 @@ def layer_reasons(layer: dict, num_layers: int) -> LayerReasons:
         vs_mean_anchor=side(d_stat.ci, k / h * mean["dloss"], "less", "more"),
         pair_ratio=pair_ratio, pair_ratio_acc=pair_acc, pairs_below_whole=below, six_over_singles=over,
         overlap=_overlap(pair_ratio, over), top_share=float(pos[:TOP].sum() / pos.sum()) if pos.sum() > 0 else 0.0,
-        median_over_mean=(mm := _ratio_stat(total)), typical_cheaper=side(mm.ci, 1.0, "supported", "not supported"),
+        **_additive(c, k), median_over_mean=(mm := _ratio_stat(total)),
+        typical_cheaper=(tc := side(mm.ci, 1.0, "supported", "not supported")),
+        unequal=_unequal(_additive(c, k)["additive_median_over_mean"], tc),
         indirect=(ind := stat(total - direct)), downstream=side(ind.ci, 0.0, "repair", "amplification"),
         heads_part=heads, heads_part_share=None if last else stat((total - frozen) / frozen), heads_lower=heads_lower,
         heads="none after" if last else side(heads.ci, 0.0, "compensate", "amplify"),
         rest_part=rest, rest=side(rest.ci, 0.0, "repair", "amplification"), **_noise(layer, six),
     )  # fmt: skip
+
+
+def _unequal(additive_ratio: float, observed: str) -> str:
+    """Reason 1 holds where unequal costs, added up, put the typical subset below the average one (never at k = h/2:
+    1e-9 is rounding) and the observed typical subset is cheaper than the average too (its interval below 1)."""
+    return "supported" if additive_ratio < 1.0 - 1e-9 and observed == "supported" else "not supported"
+
+
+def _additive(c, k) -> dict:
+    """What unequal single costs alone do to random k-subsets: their sums over all C(h, k) subsets (exact), median
+    against mean (equal at k = h/2, where the sums are symmetric: each subset's complement sums to the rest), and the
+    spread; ``unequal`` is decided with the observed ratio in :func:`layer_reasons`."""
+    sums = subset_sums(c, k, np.random.default_rng(0))
+    mean = float(sums.mean())
+    ratio = float(np.median(sums) / mean) if mean > 0 else 1.0
+    return {"additive_median_over_mean": ratio, "additive_p5": float(np.percentile(sums, 5)),
+            "additive_p95": float(np.percentile(sums, 95))}  # fmt: skip
 
 
 def _noise(layer, six) -> dict:
