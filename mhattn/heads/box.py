@@ -14,7 +14,7 @@ from mhattn.heads.reasons import LayerReasons, share, side
 
 QUESTION = ("If a model has twelve attention heads per layer and you remove six of them uniformly at random, what are "
             "two distinct reasons the performance loss might be smaller than you expect?")  # fmt: skip
-BOX_WORDS = 480  # one model's box, at most (a reader takes it in one screen)
+BOX_WORDS = 500  # one model's box, at most (a reader takes it in one screen)
 
 # the reasons in the words of the course's source (the question's usual answer), in the order they are tested
 REASONS = {
@@ -121,8 +121,8 @@ def adapt_line(rows, seeds) -> tuple[bool, str, str]:
         short = f"what follows the removed heads repairs it ({_where(repair, rows)})"
     whole = max(rows, key=lambda r: abs(r.indirect.median))
     one = rows[0].num_layers == 1
-    word = ("repair" if repair else "amplify" if ampl else "leave unclear") + ("s" if one and (repair or ampl) else "")
-    word = "leaves unclear" if one and not (repair or ampl) else word
+    word = {(True, True): "repairs", (True, False): "amplifies"}.get((one, bool(repair)), "") if (repair or ampl) else ""
+    word = word or ("repair" if repair else "amplify" if ampl else "leave" + "s" * one + " unclear")
     repaired = "self-repair in McGrath et al.'s sense" + (f" in {_where(repair, rows)}" if repair else ": none")
     after = "the feed-forward layer after the heads" if one else "all layers after the removed heads together"
     parts.append(f"{after} {word} the removal in {_where(repair or ampl, rows)} ({_nats(whole.indirect.median)} "
