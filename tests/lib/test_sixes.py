@@ -163,7 +163,7 @@ def test_the_box_names_supported_reasons_first_with_one_number_each(deep):
     verdicts = [line.split(",")[0] for line in lines[1:]]
     assert verdicts == sorted(verdicts, key=lambda v: v != "Supported")  # supported first
     assert all(f'"{words}"' in text for words in box.REASONS.values())
-    assert not any(" no role " in line or ": no" in line for line in lines)  # no "no" about what was not measured
+    assert not any("no role" in line or "duplicated roles" in line for line in lines)  # roles were not measured here
     for line in lines[1:]:
         assert any(ch.isdigit() for ch in line)  # each reason carries a number, supported or not
 
