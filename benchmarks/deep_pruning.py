@@ -47,7 +47,7 @@ FRACTIONS = [i / 10 for i in range(10)]  # 0 ... 90% of the heads
 
 def checkpoint_for(seed, folder, recipe="text-deep"):
     """The seed's checkpoint of ``recipe``: the shipped one for seed 0, else ``folder/seed<N>.npz`` (trained when
-    missing). ``benchmarks/deep12_pruning.py`` uses it for ``text-deep12``."""
+    missing). ``benchmarks/sixes_data.py`` uses it for ``text-deep12``."""
     if seed == 0:
         return shipped_path(recipe)
     path = Path(folder) / f"seed{seed}.npz"

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -16,284 +16,285 @@
 # %% [markdown]
 # # 07 · Test yourself: remove half the heads
 #
-# **The question** (printed by the first cell): a layer has twelve heads; six are removed at random and the loss grows
-# less than expected. Why might that be?
+# **The question**, as the course's source text puts it: *"If a model has twelve attention heads per layer and you
+# remove six of them uniformly at random, what are two distinct reasons the performance loss might be smaller than
+# you expect?"*
 #
-# **The answer, in plain words** (the box below gives it in numbers; the cells under it assert each line):
+# **The answer this notebook's 12-head model gives** (the box below gives it in numbers, the cells under it assert
+# each line):
 #
-# - *Less than what?* Against the **naive** reading ("half the heads, half the ability") a random six costs less loss,
-#   in both one-layer models and in every layer of the deep one, and less accuracy too, except where the accuracy's
-#   interval only reaches the naive value (listed under the box; never beyond it). Against the **additive** reading
-#   (the six heads' single costs added up) it costs *more*: heads cost more together than alone.
-# - *"removing six at random is likely to remove several that contributed little"*: unequal heads widen the spread of
-#   outcomes, not their mean; a typical six is cheap only with head dropout, and there because its jobs are
-#   duplicated (next line), not because its heads are unequal.
-# - *"the heads that remain may already encode overlapping information"*: yes, as duplicated roles, clearest in the
-#   head-dropout model, where a six that leaves a head for every job costs almost nothing.
-# - *"the remaining heads may partially compensate"*: in the deep model's middle layers the surviving heads do, a
-#   little; in its first layer they add to the cost. The layers *after* the removed heads repair a six only in the
-#   head-dropout model; everywhere else they enlarge it.
-# - *"some of the removed heads may have been adding noise"*: not seen in any model.
-# - *A second question*, half of all 48 heads of the deep model taken from any layers: there the loss grows less than
-#   the naive reading but the accuracy falls *more* than it, so "less than expected" depends on the measure too.
+# - *Smaller than what?* Than the naive reading, "half the heads, half the ability": in every layer of every seed a
+#   random six costs less loss than half of what removing all twelve costs. In accuracy too, except where the cell
+#   under the box prints otherwise: there the two measures disagree.
+# - **Reason 1, overlapping information.** A six and the six left over together cost much less than all twelve: six
+#   heads that stay keep much of what the twelve did, and heads cost more together than their single costs added up.
+#   This holds in every layer of every training seed.
+# - **Reason 2, the heads that remain adapt, a little.** Let the later layers' heads respond to the removal and they
+#   lower its cost in the middle layers, by a modest fraction; after the first layer they raise it. The rest of the
+#   network, taken together, *amplifies* every removal rather than repairing it.
+# - **Not supported here:** "removing six at random mostly removes heads that did little" (with six of twelve,
+#   unequal heads widen the spread of outcomes but cannot lower the typical one), and "some heads were adding noise"
+#   (no removal lowered the loss).
+# - The one-layer toys of notebook 06 differ: with head dropout, the feed-forward layer repairs a removal and a few
+#   single heads were noise.
 #
 # **After this notebook you can**
-# - give the answer above from numbers, in loss and in accuracy, against two readings of "expected";
-# - tell a removed head's direct effect from how the rest of the network answers its removal;
-# - quote a random removal with its 95% interval, and say where a verdict depends on the measure.
+# - give that answer from numbers, each with the right interval, and say which interval it is;
+# - tell the static reason (overlap, seen with every other head frozen) from the dynamic one (heads that respond);
+# - judge a "naive" expectation by the anchor it rests on.
 #
-# Notebook 06 introduced the two one-layer models (plain, and trained with head dropout) and the loss in **nats**;
-# notebook 10 (later) studies a 4 × 8 deep model. Here the deep model is `text-deep12`: 4 layers × **12 heads**,
-# predicting the next character of Python's documentation, so that the question can be asked as it is put: six of the
-# twelve heads of *one* layer, for each layer, three training seeds.
+# The model is `text-deep12`: 4 layers × 12 heads, predicting the next character of Python's documentation (notebook
+# 06 introduced the loss in **nats**). In each layer, six of the twelve heads are removed at random (the other layers
+# keep all theirs), 200 times, drawn as 100 **complement pairs**: a six and the six left over. Everything is read from
+# `mhattn/data/sixes.json`, which `benchmarks/sixes_data.py` measured with the same code as `mhattn prune`, for three
+# training seeds; `mhattn prune` re-measures seed 0 in about a minute and prints the same box.
 
 # %%
-import itertools
-import json
-
 import matplotlib
 
-matplotlib.use("Agg")  # figures are shown with mhattn.course.display.show: PNG only, no "<Figure ...>" text
-import math
-
+matplotlib.use("Agg")  # figures are shown with mhattn.course.display.show: PNG only
 import numpy as np
 
 from mhattn.course.display import show
-from mhattn.heads.answer_box import COURSE_BOX_WORDS, course_box, word_count
-from mhattn.heads.conclusion import QUESTION, UNEQUAL_GINI
+from mhattn.heads.box import BOX_WORDS, QUESTION, model_box, verdict_lines, word_count
 from mhattn.heads.expectation import bootstrap_interval, subset_sums
-from mhattn.heads.jobs import run
-from mhattn.heads.prune import PruneSettings
-from mhattn.heads.report import model_report
-from mhattn.heads.roles import planted_match
-from mhattn.plots.pruning import random_removal_hist
-from mhattn.training.checkpoint import DATA_DIR, load_checkpoint
-from mhattn.training.tasks import task_from_meta
+from mhattn.heads.main_report import shipped
+from mhattn.heads.reasons import model_reasons
+from mhattn.plots.pruning import sixes_figure
+from mhattn.training.checkpoint import load_checkpoint
 
-settings = {"n_remove": 6, "n_random": 100, "curve_orders": 3, "finetune_steps": 100, "gate_steps": 0, "seed": 0}
-assert all(getattr(PruneSettings(), k) == v for k, v in settings.items() if k != "gate_steps")  # the command's defaults
-planted = run(["roles-plain", "roles-headdropout"], settings)
-plain, hd = planted["roles-plain"], planted["roles-headdropout"]
-deep_file = json.loads((DATA_DIR / "text-deep12-pruning.json").read_text())
-deep = {s["seed"]: [model_report(d) for d in s["layers"]] for s in deep_file["seeds"]}  # seed -> one report per layer
-half = {s["seed"]: model_report(s["half"]) for s in deep_file["seeds"]}  # half of all 48 heads, from any layer
-shown = {**planted, **{f"text-deep12 L{i}": r for i, r in enumerate(deep[0])}, "text-deep12 24/48": half[0]}  # seed 0
-every_deep = [r for reports in deep.values() for r in reports]  # 4 layers x 3 seeds
-box = course_box(shown)
-print(QUESTION, "\n")
+data = shipped()
+deep = data["text-deep12"]  # training seed -> measurement (seed 0: the shipped checkpoint)
+rows = {seed: model_reasons(m) for seed, m in deep.items()}  # seed -> one LayerReasons per layer
+toys = {name: model_reasons(m) for name, m in data["toys"].items()}
+box = model_box("text-deep12", deep["0"], rows["0"], [rows[s] for s in rows if s != "0"])
+print("Question:", QUESTION, "\n")
 print(box)
-print(f"\n({word_count(box)} words; the deep model: training seed 0 of {len(deep)}, the shipped checkpoint; L0-L3: six of "
-      f"that layer's twelve heads, the other layers whole; 24/48: half of all its heads, from any layers)")  # fmt: skip
+print(f"\n({word_count(box)} words; rows from training seed 0, the shipped checkpoint; '{len(rows)} seeds' ranges: the "
+      "smallest and largest of the seeds' values)")  # fmt: skip
 
 # %%
-every = [*planted.values(), *every_deep]  # six of twelve: both one-layer models, every layer of every seed
-assert word_count(box) <= COURSE_BOX_WORDS
-assert all(r.verdicts.less_than_naive for r in every)  # less loss than naive, everywhere
-reach = [(s, i) for s, reports in deep.items() for i, r in enumerate(reports) if not r.verdicts.less_than_naive_acc]
-print(
-    "(seed, layer) where the accuracy's interval reaches the naive value:",
-    [(s, i, [round(100 * x, 2) for x in deep[s][i].expectation.observed_dacc_median_ci]) for s, i in reach],
-)
-assert all(r.verdicts.less_than_naive_acc for r in planted.values()) and len(reach) < len(every_deep) / 4
-assert not any(r.verdicts.worse_than_naive_acc for r in every)  # never beyond it
-assert all(r.verdicts.more_than_additive for r in [*every, *half.values()])  # more than additive in loss
-assert all(h.verdicts.less_than_naive and h.verdicts.worse_than_naive_acc for h in half.values())  # the measures split
-assert hd.verdicts.typical_cheap and not any(r.verdicts.typical_cheap for r in [plain, *every_deep])
-assert hd.verdicts.duplicated_roles and len(hd.q2_compensation.duplicated_roles) == 3  # every job held twice or more
-assert hd.verdicts.downstream_compensates and not plain.verdicts.downstream_compensates
-assert not any(r.verdicts.reason2_compensation_holds for reports in deep.values() for r in reports[:3])
-assert not any(r.verdicts.reason3_noise_holds for r in every)  # noise: not seen
+every = [r for seed_rows in rows.values() for r in seed_rows]  # 4 layers x 3 seeds
+assert word_count(box) <= BOX_WORDS and set(rows) == {"0", "1", "2"}
+assert all(r.vs_naive == "less" for r in every)  # less loss than naive, everywhere
+split = [(s, r.layer, r.vs_naive_acc) for s, seed_rows in rows.items() for r in seed_rows if r.vs_naive_acc != "less"]
+print("(seed, layer, accuracy against naive) where accuracy does not agree with the loss:", split)
+assert len(split) < len(every) / 4 and all(r.vs_naive_acc == "less" for r in rows["0"])  # seed 0's box: both agree
+assert all(r.overlap == "supported" for r in every)  # reason 1: every layer, every seed
+assert all(any(r.heads == "compensate" for r in seed_rows) for seed_rows in rows.values())  # reason 2: somewhere
+assert all(r.downstream == "amplification" for r in every)  # the rest of the network amplifies
+assert all(r.unequal == "not supported" and r.noise == "not seen" for r in every)
+lines = verdict_lines(rows["0"])
+assert lines[0].startswith("Answer: the data support overlapping information") and "adapt" in lines[0]
 
 # %% [markdown]
-# ## What "expected" means (the box's numbers)
+# ## What "expected" means, and the anchors it rests on
 #
-# Write Δ(S) for the change in loss (nats, positive = worse) when the heads in S are removed together, and
-# c_j = Δ({j}) for head j's **single cost**. Two readings of "expected" for k of h heads removed at random:
+# Write Δ(S) for the change in loss (nats, positive = worse) when the heads in S are removed. The box's **naive**
+# reading is half of Δ(all twelve): the question's own yardstick. But removing all twelve heads of a layer is not the
+# same as having no attention there: the later layers then read a residual stream unlike any they were trained on.
+# Two other anchors, computed on the same evaluation windows:
 #
-# - **additive**: if single costs added up, Δ(S) = Σ_{j∈S} c_j. Every head lies in a fraction k/h of the C(h, k)
-#   subsets, so the mean over random subsets is **(k/h)·Σ_j c_j**, however unequal the c_j are.
-# - **naive**: the loss moves the fraction k/h of the way from all heads to none, **(k/h)·(L(none) − L(all))**.
+# - **mean output**: each head's output replaced by its average over the data instead of zeros (a softer removal);
+# - **a bigram model**: counts of which character follows which in the training text, a model that attends to
+#   nothing; and a unigram model (character frequencies alone) for scale.
 #
-# Both are defined for accuracy in the same way. "None" is the pool the six come from: no heads in that layer for
-# the rows L0-L3 (the other layers whole), no heads at all for 24/48. The box's intervals are 95% bootstrap intervals of the median over the random draws (`bootstrap_interval`). The
-# naive reading in *loss* has a flaw for the plain one-layer model: with no heads at all it is confidently wrong,
-# worse than a uniform guess over the 66 classes, so "half of that" is a poor yardstick. Accuracy cannot fall below
-# zero, which makes it the clearer test; for both one-layer models the verdict is the same in both measures.
+# Where removing a layer costs more than the gap between the full model and the bigram model, that layer's naive
+# reading is anchored on a broken network rather than on "no attention"; the box says so, and compares a six with
+# half the bigram's gap as well.
 
 # %%
-uniform = math.log(task_from_meta(load_checkpoint("roles-plain")[1]["task"]).output_sizes[0])  # nats, each job's classes
-for name, m in planted.items():
-    e = m.expectation
-    none = m.baseline_loss + e.no_heads_dloss
-    print(f"{name}: loss with no heads {none:.2f} nats against a uniform guess {uniform:.2f}; accuracy with no heads "
-          f"{100 * e.no_heads_acc:.1f}%; additive mean by enumeration of all C(12, 6) subsets "
-          f"{subset_sums(np.ravel(m.details['ablation_zero_dloss']), 6).mean():+.4f}")  # fmt: skip
-    assert none > uniform or name != "roles-plain"  # the plain model without heads: worse than guessing
-    assert math.isclose(subset_sums(np.ravel(m.details["ablation_zero_dloss"]), 6).mean(), e.additive_expected_dloss,
-                        rel_tol=1e-9)  # a code check: the formula and all 924 subsets agree  # fmt: skip
+m0 = deep["0"]
+base, ngram = m0["baseline"]["loss"], m0["ngram"]
+gap = ngram["bigram"]["loss"] - base
+print(f"full model {base:.3f} nats; bigram {ngram['bigram']['loss']:.3f}, unigram {ngram['unigram']['loss']:.3f} "
+      f"(accuracy: full {100 * m0['baseline']['acc']:.1f}%, bigram {100 * ngram['bigram']['acc']:.1f}%)")  # fmt: skip
+for r in rows["0"]:
+    print(f"layer {r.layer}: all twelve zeroed {2 * r.naive_dloss:+.3f}, replaced by their mean {2 * r.mean_anchor_dloss:+.3f}; "
+          f"bigram gap {gap:+.3f}; a six {r.six_dloss.median:+.3f} [{r.six_dloss.ci[0]:+.3f}, {r.six_dloss.ci[1]:+.3f}]")  # fmt: skip
+first = rows["0"][0]
+assert 2 * first.naive_dloss > gap  # layer 0 without heads: worse than attending to nothing
+assert first.six_dloss.ci[1] < gap / 2  # and a six there still costs less than half the bigram's gap
+assert all(abs(r.mean_anchor_dloss - r.naive_dloss) < 0.2 * r.naive_dloss for r in rows["0"])  # mean ≈ zeros here
 
 # %% [markdown]
-# ## "Likely to remove several that contributed little": spread, not mean
+# ## Three intervals, three questions
 #
-# The box's first reason. Inequality moves the *spread* of additive outcomes, not their mean; and with k = h/2 every
-# half has a complement half whose additive sum is Σ − s, so the additive outcomes are symmetric: their median is
-# their mean too. So inequality alone cannot make a *typical* six cheap. What can is skew in the *real* costs: the
-# median removal below the mean. The single costs' inequality is summarised by the Gini coefficient (0: equal;
-# (n − 1)/n: one head carries all); the course calls a Gini from `UNEQUAL_GINI` up "very unequal", a threshold it
-# chose, not a fact about a model. The head-dropout model's single costs are all tiny and some are negative (clipped
-# to 0 by the Gini), so its "inequality" is one of almost nothing (printed below).
+# A number from random sixes has more than one kind of uncertainty, and the box keeps them apart:
+#
+# - **the median's 95% interval** (in brackets): how sure we are of the *typical* six's cost, given that we drew 200
+#   of the 924 sixes (a bootstrap over the draws). It narrows as more sixes are drawn.
+# - **the spread of sixes** (5-95% of draws, in parentheses): how different one six is from another. It does not
+#   narrow with more draws; a learner removing one particular six should expect a number anywhere in it.
+# - **the seed-to-seed range**: the same model trained again from another random start. Neither interval above
+#   contains this variation, so a verdict that holds in one seed is checked in the others.
 
 # %%
-for name, m in shown.items():
-    e, g = m.expectation, m.q1_unequal_contribution.gini_single_ablation
-    print(f"{name}: Gini {g:.2f} (threshold {UNEQUAL_GINI}); median / mean removal {e.observed_median_over_mean:.2f}; "
-          f"{100 * e.fraction_cheap:.0f}% of sixes cost under half the mean")  # fmt: skip
-c_hd = np.ravel(hd.details["ablation_zero_dloss"])
-print(f"head dropout: largest single cost {c_hd.max():+.4f} nats, {int((c_hd < 0).sum())} negative")
-assert c_hd.max() < 0.01 and (c_hd < 0).sum() >= 1
-assert hd.expectation.observed_median_over_mean < 0.5 < min(r.expectation.observed_median_over_mean for r in every_deep)
-sums = subset_sums(np.ravel(plain.details["ablation_zero_dloss"]), 6)
-equal = subset_sums(np.full(12, sums.mean() / 6), 6)  # the same total over twelve equal heads
-print(f"plain, additive sixes: mean {sums.mean():.3f}, sd {sums.std():.3f}; equal heads: mean {equal.mean():.3f}, "
-      f"sd {equal.std():.3f}")  # fmt: skip
-assert abs(sums.mean() - equal.mean()) < 1e-9 and sums.std() > 0.1 > equal.std()  # spread, not mean
-assert plain.verdicts.unequal_costs and not plain.verdicts.typical_cheap  # very unequal, yet a typical six is not cheap
-show(random_removal_hist({n: r.figure_data() for n, r in planted.items()}))
+for r in rows["0"]:
+    d = r.six_dloss
+    seeds = [rows[s][r.layer].six_dloss.median for s in rows]
+    print(f"layer {r.layer}: median {d.median:+.3f}, its interval [{d.ci[0]:+.3f}, {d.ci[1]:+.3f}], spread ({d.p5:+.3f}, "
+          f"{d.p95:+.3f}); seeds' "
+          f"medians {[round(x, 3) for x in seeds]}")  # fmt: skip
+assert all(r.six_dloss.p95 - r.six_dloss.p5 > 3 * (r.six_dloss.ci[1] - r.six_dloss.ci[0]) for r in rows["0"])
+outside = [(s, i) for s in rows for i, r in enumerate(rows[s]) if not rows["0"][i].six_dloss.ci[0] <= r.six_dloss.median
+           <= rows["0"][i].six_dloss.ci[1]]  # fmt: skip
+print("(seed, layer) whose median lies outside seed 0's interval:", outside)
+assert outside  # the median's interval does not hold the seeds' variation
+show(sixes_figure("text-deep12, seed 0", m0, rows["0"]))
 
 # %% [markdown]
-# ## "May already encode overlapping information": duplicated roles
+# ## Reason 1: overlapping information (static)
 #
-# The box's second reason, in its plainest form: two heads doing the same job, so either one is enough. In the
-# head-dropout model every planted job (previous token, next token, rarest token) is held by two heads or more. A six
-# that leaves at least one head for every job costs little; a six that takes every head of some job costs much more.
-# Which sixes do that is counting, not the model: the sampled share is compared with the exact share over all C(12, 6).
-# The deep model's heads match no role the test knows (all "other"), so there its verdict says nothing about overlap.
+# If the twelve heads did twelve separate jobs, a six and its complement would together cost about what all twelve
+# cost: Δ(S) + Δ(S') ≈ Δ(all). If heads overlap, each half keeps much of what the other half did, and the two halves
+# together cost *less* than the whole. The mean of Δ(S) + Δ(S') over pairs is exactly twice the mean six, so this
+# ratio is also "the average six against the naive reading". A second form of the same fact: a six costs *more* than
+# its six heads' single costs added, because a head removed alone is covered by the others.
+#
+# Both are measured with the model as it is, nothing re-learned, which is why this reason is *static*.
 
 # %%
-jobs = {job: [int(n.split("H")[1]) for n in heads] for job, heads in planted_match(hd.details["roles"]).items()}
-d = np.asarray(hd.details["random"]["dloss"])
-empties = np.array([any(set(j) <= set(s) for j in jobs.values()) for s in hd.details["random"]["subsets"]])
-exact = np.mean([any(set(j) <= set(s) for j in jobs.values()) for s in itertools.combinations(range(12), 6)])
-keep = bootstrap_interval(d[~empties], np.median)
-print(f"head-dropout heads per job: {jobs}; roles held twice in the plain model: {plain.q2_compensation.duplicated_roles}")
-for job, heads in jobs.items():  # the sixes that take every head of one job, job by job
-    hit = np.array([set(heads) <= set(s) for s in hd.details["random"]["subsets"]])
-    print(f"  sixes that empty {job}: {hit.sum()}" + (f", median cost {np.median(d[hit]):+.3f}" if hit.any() else ""))
-print(f"{empties.sum()} of {empties.size} sixes take every head of some job (exact share {exact:.3f}); median cost "
-      f"{np.median(d[empties]):+.3f} against {np.median(d[~empties]):+.3f} [{keep[0]:+.3f}, {keep[1]:+.3f}] for the rest")  # fmt: skip
-assert all(len(j) >= 2 for j in jobs.values()) and "offset+1" in plain.q2_compensation.duplicated_roles
-assert all(r["role"] == "other" for rep in every_deep for r in rep.details["roles"])  # the deep model: no roles found
-assert np.median(d[empties]) > 10 * keep[1]
-assert abs(empties.mean() - exact) < 3 * math.sqrt(exact * (1 - exact) / empties.size)  # a sample of 100
+for seed, seed_rows in rows.items():
+    print(f"seed {seed}: (cost of S + cost of S') / cost of all twelve, median per layer",
+          [round(r.pair_ratio.median, 2) for r in seed_rows], "; a six / its single costs added",
+          [round(r.six_over_singles.median, 2) for r in seed_rows])  # fmt: skip
+assert all(r.pair_ratio.ci[1] < 1 and r.six_over_singles.ci[0] > 1 for r in every)
+assert all(r.pairs_below_whole.count == r.pairs_below_whole.n for r in every)  # every pair drawn, not just most
+assert all(abs(r.pair_ratio.mean - r.six_dloss.mean / r.naive_dloss) < 1e-9 for r in every)  # the identity above
 
 # %% [markdown]
-# ## "May partially compensate": direct, heads-only and total effect
+# ## Reason 2: the heads that remain adapt (dynamic)
 #
-# The box's third reason. McGrath et al. 2023 ("The Hydra Effect", "Direct, indirect, and total effects") separate
-# what an ablated layer did itself from how the rest of the network answers; there later *attention* layers make up
-# for it (the Hydra effect) and late MLP layers counterbalance, in models trained without dropout. Three levels here:
+# McGrath et al. 2023 ("The Hydra Effect", section "Direct, indirect, and total effects") separate what a removed
+# component did itself from how the rest of the network answers its removal. Three levels, each measured for every
+# six:
 #
-# - **direct effect**: everything after the removed heads frozen at its full-model value; the final residual stream
-#   loses exactly the removed heads' contributions, read through the final LayerNorm at its full-model scale;
-# - **heads-only**: only the surviving heads frozen; feed-forward layers and LayerNorms answer the removal;
-# - **total effect**: nothing frozen, the ordinary masked model.
+# - **direct effect**: everything after the removed heads keeps its full-model value; only the removed heads' own
+#   contribution leaves the final residual stream;
+# - **heads-only**: the heads of later layers keep their full-model outputs; feed-forward layers and LayerNorms
+#   respond;
+# - **total effect**: nothing frozen, the ordinary model with six heads gone.
 #
-# Heads-only minus direct is what the **feed-forward layers and LayerNorms** after the removal add (negative: they
-# repair it); total minus heads-only is what the **surviving heads'** changes add, the Hydra effect's place (zero by
-# construction in one layer and in the deep model's last layer, where no head reads the removed ones). The printed
-# numbers are medians of each level, which need not add up.
+# Total minus heads-only is what the **remaining heads** add when they respond: the seed's "the remaining heads may
+# partially compensate". Total minus direct is what **everything after** the removal adds; McGrath et al. call it
+# self-repair only when the total is *below* the direct effect. Above it, the later layers amplify the removal. The
+# last layer has no head after it, so there the remaining heads cannot respond at all.
 
 # %%
-for name, m in shown.items():
-    e = m.expectation
-    print(f"{name}: direct {e.direct_dloss_median:+.3f} (excess over direct singles {e.direct_excess_median:+.3f}); "
-          f"layers after it {e.downstream_median:+.3f}, lower in {100 * e.fraction_downstream_lowers:.0f}%; surviving "
-          f"heads {e.adaptation_median:+.3f}; total {e.observed_dloss_median:+.3f}")  # fmt: skip
-assert hd.expectation.downstream_median < 0 < plain.expectation.downstream_median
-assert all(r.expectation.downstream_median > 0 for r in every_deep)  # in the deep model they add to the cost
-assert all(abs(r.expectation.adaptation_median) < abs(r.expectation.downstream_median) for r in every_deep)
-mid = [r for reports in deep.values() for r in reports[1:3]]  # layers 1 and 2: the surviving heads repair a little
-assert all(r.expectation.adaptation_median < 0 and r.expectation.fraction_adaptation_lowers > 0.9 for r in mid)
-assert not any(r.verdicts.reason2_compensation_holds for r in mid)  # ... by under the course's 10% threshold
-assert all(reports[0].expectation.adaptation_median > 0 for reports in deep.values())  # layer 0: they add to it
-assert all(r.verdicts.direct_superadditive for r in planted.values())
+for seed, seed_rows in rows.items():
+    print(f"seed {seed}: remaining heads' share of a six's cost per layer",
+          [None if r.heads_part_share is None else f"{100 * r.heads_part_share.median:+.0f}%" for r in seed_rows],
+          "; total minus direct (nats)", [round(r.indirect.median, 3) for r in seed_rows])  # fmt: skip
+for seed_rows in rows.values():
+    assert [r.heads for r in seed_rows] == ["amplify", "compensate", "compensate", "none after"]
+    assert all(r.heads_lower.share > 0.9 for r in seed_rows[1:3])  # lower in nearly every six, not a knife-edge
+    assert all(abs(r.heads_part.median) < abs(r.indirect.median) for r in seed_rows[:3])  # small beside the rest
 
 # %% [markdown]
-# ## "May have been adding noise"  (the box's last reason: a removal that *lowers* the loss)
+# So the remaining heads do compensate, but only in the middle layers and only by a modest share; the feed-forward
+# layers and LayerNorms after a removal push the other way, and more.
+#
+# ## Not supported here: "likely to remove several that contributed little"
+#
+# The seed's first reason says a few heads do most of the work, so a random six mostly takes heads that did little.
+# The first half is true in layer 0: its costliest heads carry most of the single costs. The second half fails by
+# arithmetic. Added up, any six costs on average half of all single costs, **whatever** the inequality (each head is in
+# half of the sixes); and with six of twelve every six's complement is another six, so the added-up costs are
+# symmetric about that mean: the *typical* six is the average six. Inequality widens the spread of outcomes; it moves
+# neither the mean nor the median. An observed skew (a typical six cheaper than the average one) must then come from
+# how heads combine, not from their inequality.
 
 # %%
-for name, m in shown.items():
-    q = m.q3_removal_improved_loss
-    print(f"{name}: {q.n_random_subsets_improved} of {q.n_random} random removals and {q.n_single_ablations_improved} "
-          f"of {np.size(m.details['ablation_zero_dloss'])} single ablations lowered the loss (best single "
-          f"{q.best_single_dloss:+.5f})")  # fmt: skip
-assert all(r.q3_removal_improved_loss.n_random_subsets_improved == 0 for r in every)
-assert all(r.q3_removal_improved_loss.best_single_dloss > -1e-3 for r in every)
+c = np.asarray(deep["0"]["layers"][0]["single"]["total"]["dloss"])  # layer 0's single costs
+sums = subset_sums(c, 6)  # all 924 sixes, added up
+print(f"layer 0: three costliest heads carry {rows['0'][0].top_share:.0%} of the single costs; added-up sixes: mean "
+      f"{sums.mean():+.4f}, median {np.median(sums):+.4f}, 5-95% ({np.percentile(sums, 5):+.3f}, "
+      f"{np.percentile(sums, 95):+.3f})")  # fmt: skip
+assert abs(np.median(sums) - sums.mean()) < 1e-9 * abs(sums.mean()) and np.ptp(sums) > 0  # symmetric, not flat
+assert abs(sums.mean() - c.sum() / 2) < 1e-9 * c.sum()  # half the total, by counting
+print("observed median / mean six, layer 0, per seed:",
+      {s: (round(r[0].median_over_mean.median, 2), [round(x, 2) for x in r[0].median_over_mean.ci]) for s, r in rows.items()})  # fmt: skip
+assert any(r[0].typical_cheaper == "supported" for r in rows.values())  # a skew in layer 0, from combination
 
 # %% [markdown]
-# No random removal lowered the loss anywhere; single removals that did changed it by under a thousandth of a nat.
+# ## Not supported here: "some heads were adding noise"
 #
-# ## The deep model, layer by layer and seed by seed (beyond the box: its other seeds)
-#
-# Every layer of every training seed, six of its twelve heads removed at random (the other layers whole), in loss
-# and in accuracy; then the second question: half of all 48 heads, taken from any layers.
+# Voita et al. 2019 saw a few removals *improve* their translation model slightly. Here no single head's removal and
+# no six lowered the loss; in accuracy (a coarser measure, one prediction in a few thousand) some single removals came
+# out ahead by a hair, which is why the box gives both.
 
 # %%
-for seed, reports in deep.items():
-    for i, r in enumerate(reports):
-        e = r.expectation
-        print(f"seed {seed} layer {i}: loss {e.observed_dloss_median:+.3f} [{e.observed_dloss_median_ci[0]:+.3f}, "
-              f"{e.observed_dloss_median_ci[1]:+.3f}] naive {e.naive_expected_dloss:+.3f}; accuracy "
-              f"{100 * e.observed_dacc_median:+.1f} naive {100 * e.naive_expected_dacc:+.1f}")  # fmt: skip
-for seed, r in half.items():
-    e = r.expectation
-    print(f"seed {seed}, 24 of 48 from any layer: loss {e.observed_dloss_median:+.3f} naive {e.naive_expected_dloss:+.3f}"
-          f"; accuracy {100 * e.observed_dacc_median:+.1f} naive {100 * e.naive_expected_dacc:+.1f}")  # fmt: skip
-assert len(deep) == 3 and all(len(reports) == 4 for reports in deep.values())
-meta = load_checkpoint("text-deep12")[1]["training"]
-print(f"shipped checkpoint: trained {meta['steps']} steps in {meta['seconds']} s (its training time, from the checkpoint)")
-for reports in deep.values():  # the earlier the layer, the more a six costs, and the more the layers after it add
-    costs = [r.expectation.observed_dloss_median for r in reports]
-    added = [r.expectation.downstream_median for r in reports]
-    assert costs == sorted(costs, reverse=True) and added == sorted(added, reverse=True)
-    direct = [r.expectation.direct_dloss_median for r in reports]
-    assert max(direct) < 2 * min(direct) and max(direct) < min(costs)  # about the same, and below every total
+for seed, seed_rows in rows.items():
+    print(f"seed {seed}: singles lowering the loss {sum(r.singles_lower_loss.count for r in seed_rows)}, sixes "
+          f"{sum(r.sixes_lower_loss.count for r in seed_rows)} of {sum(r.sixes_lower_loss.n for r in seed_rows)}; "
+          f"singles raising accuracy {sum(r.singles_raise_acc.count for r in seed_rows)}, best "
+          f"{100 * max(r.best_single_dacc for r in seed_rows):+.2f} points")  # fmt: skip
+assert all(r.singles_lower_loss.count == 0 and r.sixes_lower_loss.count == 0 for r in every)
+assert max(r.best_single_dacc for r in every) < 0.01  # under one point
 
 # %% [markdown]
-# In every seed the cost of a random six falls from the first layer to the last, and so does what the layers after the
-# removal add to its direct effect: a head early in the model reaches the output through every later layer, and those
-# layers enlarge the damage rather than repair it. The direct effect itself is about the same in every layer.
-
-# %% [markdown]
-# ## Recovery by fine-tuning is re-learning (beyond the box)
+# ## Where the one-layer toys differ
 #
-# After the median random removal, every parameter is trained on briefly with the removed heads held at zero. That
-# wins most of the loss back, but it is new learning, not the survivors already covering. In some of the deep model's
-# layers the pruned model ends *below* the unpruned one's loss; this probe does not say whether the unpruned model
-# would gain as much from the same steps.
+# The two one-layer models of notebook 06, planted-roles task, measured the same way (`mhattn prune --task roles`).
+# With one layer there are no later heads; what follows the heads is the layer's own feed-forward network.
 
 # %%
-for name, m in shown.items():
-    f = m.details["finetune"]
-    print(f"{name}: {f['steps']} steps: loss {f['loss_pruned']:.3f} -> {f['loss_after_finetune']:.3f}, "
-          f"{100 * m.q2_compensation.finetune_recovered_fraction:.0f}% won back")  # fmt: skip
-assert all(m.q2_compensation.finetune_recovered_fraction > 0.5 for m in shown.values())
-assert any(r.q2_compensation.finetune_recovered_fraction > 1 for r in deep[0])  # beyond the unpruned model's loss
+for name, toy_rows in toys.items():
+    print(name)
+    print("\n".join("  " + line for line in verdict_lines(toy_rows)))
+plain, hd = toys["roles-plain"][0], toys["roles-headdropout"][0]
+assert plain.overlap == hd.overlap == "supported"
+assert hd.downstream == "repair" and plain.downstream == "amplification"  # head dropout taught the rest to repair
+assert hd.noise == "seen" and plain.noise == "not seen"
+assert hd.typical_cheaper == "supported" and hd.unequal == "not supported"  # skew from duplicated jobs, not inequality
 
 # %% [markdown]
-# ## The papers' settings beside ours
+# ## A second question: half of *all* 48 heads
 #
-# | | heads | task, data | finding |
-# |---|---|---|---|
-# | Voita et al. 2019 (abstract; §6) | Transformer-base encoder, 6 layers × 8 heads = 48 | WMT English–Russian | hard-concrete gates with an L0 penalty prune 38 of 48 encoder heads for 0.15 BLEU |
-# | Michel et al. 2019 (abstract; §3, §4) | Transformer-large, BERT | translation; natural-language inference (MNLI) | many heads removable at test time, some layers down to one head; importance from head-mask gradients |
-# | McGrath et al. 2023 (direct, indirect and total effects) | Chinchilla 7B | factual-recall prompts (Counterfact) | ablating a layer, later layers make up part of its direct effect (self-repair) |
-# | this notebook | 1 layer × 12; 4 layers × 12 | planted roles; Python's documentation | the box above |
+# Take 24 of the 48 heads from any layers. Now "no attention at all" is a real state of the model, and the bigram
+# model is the honest anchor for it: removing all 48 heads leaves a network *worse* than the bigram model, so half of
+# that is a poor yardstick.
+
+# %%
+for seed, m in deep.items():
+    h = m["half"]
+    d, a = np.asarray(h["dloss"]), np.asarray(h["dacc"])
+    bigram = (m["ngram"]["bigram"]["loss"] - m["baseline"]["loss"], m["ngram"]["bigram"]["acc"] - m["baseline"]["acc"])
+    ci, aci = bootstrap_interval(d, np.median), bootstrap_interval(a, np.median)
+    print(f"seed {seed}: 24 of 48: loss {np.median(d):+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}] vs naive {h['all']['dloss'] / 2:+.3f}, "
+          f"half the bigram's gap {bigram[0] / 2:+.3f}; accuracy {100 * np.median(a):+.1f} [{100 * aci[0]:+.1f}, "
+          f"{100 * aci[1]:+.1f}] vs naive {50 * h['all']['dacc']:+.1f}, bigram half {50 * bigram[1]:+.1f}")  # fmt: skip
+    assert h["all"]["dloss"] > bigram[0]  # all 48 gone: worse than the bigram model
+    assert ci[1] < h["all"]["dloss"] / 2 and ci[0] > bigram[0] / 2  # less than naive, more than the bigram anchor
+    assert aci[1] < h["all"]["dacc"] / 2 and aci[1] < bigram[1] / 2  # more accuracy lost than either anchor says
+
+# %% [markdown]
+# Against the naive reading, half of all heads cost less *loss* than expected but more *accuracy*: the two measures
+# split. Against the no-attention anchor they cost more in both. Whether the loss is "smaller than you expect" depends
+# on the measure and on the anchor, so name both.
 #
-# The papers prune by training (Voita) or by importance (Michel), in large models; the question removes heads at
-# random.
+# ## Limitations
 #
+# - **A small model.** Character-level text, d_model 96 so d_k 8 per head, about half a million parameters, one
+#   evaluation set of 64 windows (4,096 predictions). BERT-base and GPT-2 also have twelve heads per layer, but with
+#   d_k 64, twelve layers and word pieces.
+# - **Not trained to the end.** The training loss was still falling over the last quarter of the 1,000 steps (printed
+#   below); a longer-trained model may lean less or more on overlap.
+# - **One seed in the rows.** The box's rows are seed 0's; three seeds give the ranges, few for a spread.
+# - **What transfers.** The arithmetic does: with six of twelve, inequality cannot lower the typical six, and the
+#   complement-pair ratio is the average six against the naive reading in any model. The sizes do not: how much heads
+#   overlap and whether later layers repair (McGrath et al. saw self-repair in Chinchilla 7B) are properties of a
+#   model and its training, to be measured there (Michel et al. 2019 removed many heads of BERT and a large
+#   Transformer at test time with little loss; Voita et al. 2019 pruned most encoder heads with trained gates).
+
+# %%
+probes = load_checkpoint("text-deep12")[1]["training"]["probe_history"]  # [step, seconds, loss, accuracy]
+print("validation loss at steps", [p[0] for p in probes], ":", [p[2] for p in probes])
+assert probes[-1][0] == 1000 and probes[-2][2] - probes[-1][2] > 0.01  # still falling at the end
+
+# %% [markdown]
 # **Exercises.** Exercise 10 (`exercises/ex10_random_removal.py`) computes the exact expected loss change over all
-# C(h, k) subsets; exercise 9 (`exercises/ex09_head_importance.py`) Michel's importance. **Try it.** `mhattn prune`
-# runs the two one-layer models; `mhattn prune --task text-deep12` runs the deep model's seed 0 layer by layer (it
-# prints its wall time).
+# C(h, k) subsets, the additive reading above; exercise 9 (`exercises/ex09_head_importance.py`) Michel's importance.
+# **Try it.** `mhattn prune` re-measures the shipped 12-head model and prints this box (about a minute on two cores);
+# `mhattn prune --task roles` asks the one-layer toys.

@@ -8,21 +8,26 @@
 * :mod:`~mhattn.heads.redundancy`: how alike heads' attention patterns and outputs are.
 * :mod:`~mhattn.heads.prune`: the "remove 6 of 12 heads" experiment behind ``mhattn prune``.
 * :mod:`~mhattn.heads.expectation`: what "expected" means for a random removal (additive, naive).
-* :mod:`~mhattn.heads.answers`, :mod:`~mhattn.heads.conclusion`, :mod:`~mhattn.heads.report`: the report
-  as dataclasses, the verdicts on the usual reasons, and the conclusion printed by ``mhattn prune``.
-* :mod:`~mhattn.heads.answer_box`: the answer box ``mhattn prune`` prints first and notebook 07 opens with.
-* :mod:`~mhattn.heads.jobs`: the experiment of many models in worker processes, with its figures (``mhattn prune``,
-  notebook 07); :mod:`~mhattn.heads.table`: the report's headline numbers as a text table.
+* :mod:`~mhattn.heads.sixes`, :mod:`~mhattn.heads.sixes_run`: the course's question as asked, six of one layer's
+  twelve heads removed at random in every layer (``mhattn prune``'s main job, notebook 07's shipped data).
+* :mod:`~mhattn.heads.reasons`: each reason measured in the form the question states it, with an interval verdict.
+* :mod:`~mhattn.heads.box`, :mod:`~mhattn.heads.main_report`: the answer box ``mhattn prune`` prints and notebook 07
+  opens with, and ``report.json``/``report.md``.
+* :mod:`~mhattn.heads.answers`, :mod:`~mhattn.heads.conclusion`, :mod:`~mhattn.heads.report`,
+  :mod:`~mhattn.heads.jobs`: the older one-removal report of :func:`run_prune` (pruning curves, fine-tuning, gates),
+  kept for notebook 10's stored data and the library.
 * :mod:`~mhattn.heads.scratch`: a 6-head model trained from scratch against 12 heads pruned to 6 and fine-tuned.
 """
 
-from mhattn.heads.answer_box import course_box, model_box
+from mhattn.heads.box import QUESTION, model_box
 from mhattn.heads.expectation import additive_expectation, naive_expectation, subset_sums
 from mhattn.heads.importance import ablation_deltas, head_importance, masked_eval, spearman
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.prune import PruneSettings, head_pool, layer_view, run_prune
+from mhattn.heads.reasons import LayerReasons, layer_reasons, model_reasons
 from mhattn.heads.report import ModelReport, PruneReport, model_report
 from mhattn.heads.roles import attention_maps, detect_roles, head_confidence, positional_stats, rare_token_stats
+from mhattn.heads.sixes import SixesSettings, measure_half, measure_layer, measure_model
 
 __all__ = [
     "HeadMaskEvaluator",
@@ -30,7 +35,14 @@ __all__ = [
     "PruneReport",
     "PruneSettings",
     "additive_expectation",
-    "course_box",
+    "LayerReasons",
+    "QUESTION",
+    "SixesSettings",
+    "layer_reasons",
+    "measure_half",
+    "measure_layer",
+    "measure_model",
+    "model_reasons",
     "head_pool",
     "layer_view",
     "model_box",

@@ -104,15 +104,3 @@ def _jsonable(x):
     if isinstance(x, np.generic):
         return x.item()
     return x
-
-
-def report_markdown(report: PruneReport) -> str:
-    """``report.md``: the question, then for each model its answer box, its conclusion and its summary."""
-    from mhattn.heads.answer_box import model_box
-    from mhattn.heads.table import table
-
-    parts = [f"# mhattn prune\n\n{report.question}\n"]
-    for name, m in report.models.items():
-        parts += [f"## {name}\n", "```\n" + model_box(name, m) + "\n```\n", f"{m.conclusion}\n", f"{m.summary}\n"]
-    parts += ["## All models\n", "```\n" + table(report.models) + "\n```\n", f"{report.seconds} s in all.\n"]
-    return "\n".join(parts)

@@ -1,12 +1,10 @@
-"""The question as asked on a deep model: heads removed from one layer only (``PruneSettings.layer``), described as
-that layer's heads alone (``layer_view``), and the answer box built from the report."""
+"""Heads removed from one layer only (``PruneSettings.layer``), described as that layer's heads alone (``layer_view``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from mhattn.heads.answer_box import MODEL_BOX_WORDS, REASON_WORDS, model_box, word_count
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.prune import PruneSettings, head_pool, run_prune
 from mhattn.heads.report import model_report
@@ -71,38 +69,3 @@ def test_the_report_of_one_layer_counts_that_layers_heads(small):
     none = r.details["curve"]["importance_loss"][-1] - r.details["baseline"]["loss"]
     assert e.naive_expected_dloss == pytest.approx(2 / H * none, rel=1e-12)
     assert e.direct_dloss_median == pytest.approx(np.median(r.details["random"]["direct_dloss"]), rel=1e-12)
-
-
-def test_the_answer_box_is_short_quotes_each_reason_and_follows_the_verdicts(small):
-    model, task = small
-    r = model_report(run_prune(model, task, _settings(layer=0, n_random=8), gates=False, direct=True))
-    box = model_box("small", r)
-    assert word_count(box) <= MODEL_BOX_WORDS
-    assert "of layer 0" in box and "loss " in box and "accuracy " in box
-    assert all(f'"{words}"' in box for words in REASON_WORDS.values())
-    r.verdicts.typical_cheap = not r.verdicts.typical_cheap  # the words follow the verdict, not the other way round
-    flipped = model_box("small", r)
-    line = next(x for x in flipped.splitlines() if REASON_WORDS["little"] in x)
-    assert ('": yes:' in line) == r.verdicts.typical_cheap
-    r.verdicts.downstream_compensates, r.verdicts.downstream_amplifies = True, False
-    assert "the layers after them" in model_box("small", r) and "on the direct cost: yes" in model_box("small", r)
-    assert "surviving heads" in model_box("small", r)  # layer 0: later heads read the removed ones
-    last = model_report(run_prune(model, task, _settings(layer=L - 1, n_random=4), gates=False, direct=True))
-    assert "no surviving head reads them" in model_box("small", last)  # the last layer: none can change
-
-
-def test_the_course_box_lists_every_model_and_says_where_loss_and_accuracy_disagree(small):
-    from mhattn.heads.answer_box import COURSE_BOX_WORDS, course_box
-
-    model, task = small
-    reports = {f"L{i}": model_report(run_prune(model, task, _settings(layer=i, n_random=6), gates=False, direct=True))
-               for i in range(L)}  # fmt: skip
-    box = course_box(reports)
-    assert word_count(box) <= COURSE_BOX_WORDS and all(f"\n{name}: " in box for name in reports)
-    split = [n for n, r in reports.items() if r.verdicts.less_than_naive != r.verdicts.less_than_naive_acc]
-    assert ("disagree" in box) == bool(split)
-    r = reports["L0"]
-    r.verdicts.less_than_naive, r.verdicts.less_than_naive_acc = True, False  # make them disagree
-    assert "Loss and accuracy disagree against the naive reading in: L0" in course_box(reports)
-    r.verdicts.reason3_noise_holds = True
-    assert f'"{REASON_WORDS["noise"]}": seen in L0' in course_box(reports)
