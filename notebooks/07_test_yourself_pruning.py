@@ -46,8 +46,9 @@
 # The model is `text-deep12`: 4 layers × 12 heads, predicting the next character of Python's documentation (notebook
 # 06 introduced the loss in **nats**). In each layer, six of the twelve heads are removed at random (the other layers
 # keep all theirs), 200 times, drawn as 100 **complement pairs**: a six and the six left over. Everything is read from
-# `mhattn/data/sixes.json`, which `benchmarks/sixes_data.py` measured with the same code as `mhattn prune`, for three
-# training seeds; `mhattn prune` re-measures seed 0 in about a minute and prints the same box.
+# `mhattn/data/sixes.json`, which `benchmarks/sixes_data.py` (in the repository) measured with the same code as
+# `mhattn prune`, for three training seeds; `mhattn prune` re-measures seed 0 in about a minute and prints the same
+# box.
 
 # %%
 import matplotlib

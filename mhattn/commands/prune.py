@@ -14,13 +14,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from mhattn.commands import UsageError, int_in, non_negative_int, output_dir, range_text
+from mhattn.commands import UsageError, int_in, non_negative_int, output_dir, positive_int, range_text
 from mhattn.heads.box import QUESTION
 from mhattn.heads.main_report import model_entry, report_json, report_markdown
 from mhattn.heads.reasons import model_reasons
 from mhattn.heads.sixes import SixesSettings
 from mhattn.heads.sixes_run import run_sixes
 from mhattn.training.checkpoint import SHIPPED, CheckpointError, load_checkpoint
+from mhattn.training.tasks import task_from_meta
 
 DEFAULTS = {
     "text-deep12": ["text-deep12"],
@@ -44,7 +45,7 @@ def add_parser(sub, name):
                         "heads; roles: the two one-layer toys; text-deep: 4 layers x 8 heads)")  # fmt: skip
     p.add_argument("--checkpoint", type=_checkpoint, action="append", default=None,
                    help="a checkpoint file or shipped name (repeatable); default: the --task's shipped ones")  # fmt: skip
-    p.add_argument("--remove", type=int_in(1, 10_000), default=6, help="heads of one layer removed at once (default 6)")
+    p.add_argument("--remove", type=positive_int, default=6, help="heads of one layer removed at once (default 6)")
     p.add_argument("--n-random", type=int_in(2, 100_000), default=200,
                    help="random subsets per layer, in complement pairs when --remove is half the heads (default 200; "
                         "all of them when it covers them)")  # fmt: skip
@@ -60,15 +61,18 @@ def check(args) -> list:
     """The checkpoints to measure, each loaded once to check ``--remove`` against its heads, before any work.
 
     Raises:
-        UsageError: a checkpoint does not load, two share a file name (the report is keyed by it), or ``--remove``
-            exceeds a layer's heads.
+        UsageError: a checkpoint does not load or has no usable task, two share a file name (the report is keyed
+            by it), or ``--remove`` exceeds a layer's heads.
     """
     names, stems = args.checkpoint or DEFAULTS[args.task], {}
     for name in names:
         try:
-            model, _ = load_checkpoint(name)
+            model, meta = load_checkpoint(name)
+            task_from_meta(meta["task"])
         except CheckpointError as err:
             raise UsageError(f"argument --checkpoint: {err}") from None
+        except (KeyError, TypeError, ValueError) as err:
+            raise UsageError(f"argument --checkpoint: {name} has no usable task description: {err}") from None
         stem = Path(str(name)).stem
         if stem in stems:
             raise UsageError(f"argument --checkpoint: {stems[stem]} and {name} have the same name {stem!r}; rename one")
