@@ -14,7 +14,7 @@ from mhattn.heads.reasons import LayerReasons, share, side
 
 QUESTION = ("If a model has twelve attention heads per layer and you remove six of them uniformly at random, what are "
             "two distinct reasons the performance loss might be smaller than you expect?")  # fmt: skip
-BOX_WORDS = 500  # one model's box, at most (a reader takes it in one screen)
+BOX_WORDS = 600  # one model's box, at most (a reader takes it in one screen)
 
 # the reasons in the words of the course's source (the question's usual answer), in the order they are tested
 REASONS = {
@@ -23,6 +23,11 @@ REASONS = {
     "unequal": "removing six at random is likely to remove several that contributed little",
     "noise": "some of the removed heads may have been adding noise",
 }
+
+
+def _word(k: int) -> str:
+    """What the box calls a removed subset of ``k`` heads: a "six" for the question's six."""
+    return {6: "six"}.get(k, f"{k}-subset")
 
 
 def _nats(x):
@@ -91,8 +96,9 @@ def overlap_line(rows, seeds) -> tuple[bool, str, str]:
     return bool(held), short, (
         f"in {_where(held, rows)}: a six and its complement together cost {_f2(best.pair_ratio.median)} "
         f"{_ci(best.pair_ratio.ci, _f2)} of removing all twelve (layer {best.layer}; by layer {per}{spread}): six heads "
-        f"left keep much of what twelve did; a six costs {_f2(best.six_over_singles.median)} x its heads' single "
-        f"costs added"
+        f"left keep much of what twelve did. The same overlap, seen from single heads: a six costs "
+        f"{_f2(best.six_over_singles.median)} x its heads' single costs added, as a head removed alone is covered by "
+        f"the others"
     )  # fmt: skip
 
 
@@ -107,11 +113,12 @@ def adapt_line(rows, seeds) -> tuple[bool, str, str]:
         pct = lambda x: f"{100 * x:+.0f}%"  # noqa: E731
         spread = _seeds([min((x.heads_part_share.median for x in s if x.heads == "compensate"), default=0.0)
                          for s in seeds], pct)  # fmt: skip
-        short = f"the heads left adapt a little ({pct(best.heads_part_share.median)} on a six's cost, layer {best.layer})"
-        parts.append(f"the later layers' heads, left free to respond, change a six's cost by "
-                     f"{pct(best.heads_part_share.median)} {_ci(best.heads_part_share.ci, pct)} in layer {best.layer} "
-                     f"(lower in {best.heads_lower.count} of {best.heads_lower.n} sixes{spread}); they lower it in "
-                     f"{_where(comp, rows)}")  # fmt: skip
+        short = (f"the heads of later layers adapt a little ({pct(best.heads_part_share.median)} on a six's cost, "
+                 f"layer {best.layer})")  # fmt: skip
+        parts.append(f"partly: the heads of later layers, free to respond rather than held at their full-model "
+                     f"outputs, change a six's cost by {pct(best.heads_part_share.median)} "
+                     f"{_ci(best.heads_part_share.ci, pct)} in layer {best.layer} (lower in {best.heads_lower.count} of "
+                     f"{best.heads_lower.n} sixes{spread}); they lower it in {_where(comp, rows)}")  # fmt: skip
     if amp:
         parts.append(f"raise it in {_where(amp, rows)}")
     if not comp and not amp:
@@ -121,14 +128,16 @@ def adapt_line(rows, seeds) -> tuple[bool, str, str]:
         short = f"what follows the removed heads repairs it ({_where(repair, rows)})"
     whole = max(rows, key=lambda r: abs(r.indirect.median))
     one = rows[0].num_layers == 1
-    word = {(True, True): "repairs", (True, False): "amplifies"}.get((one, bool(repair)), "") if (repair or ampl) else ""
-    word = word or ("repair" if repair else "amplify" if ampl else "leave" + "s" * one + " unclear")
-    repaired = "self-repair in McGrath et al.'s sense" + (f" in {_where(repair, rows)}" if repair else ": none")
-    after = "the feed-forward layer after the heads" if one else "all layers after the removed heads together"
-    parts.append(f"{after} {word} the removal in {_where(repair or ampl, rows)} ({_nats(whole.indirect.median)} "
-                 f"{_ci(whole.indirect.ci)} from the direct effect, the cost with everything after the removed heads "
-                 f"frozen, layer {whole.layer}): {repaired}")  # fmt: skip
-    return bool(short), short or "", "; ".join(parts[:-1]) + ". " + parts[-1][0].upper() + parts[-1][1:]
+    word = "repairs" if repair else "amplifies" if ampl else "leaves unclear"
+    repaired = ("self-repair in McGrath et al.'s sense (total below direct) in " + _where(repair, rows) if repair
+                else "no self-repair in McGrath et al.'s sense (total below direct)")  # fmt: skip
+    after = ("the feed-forward layer after the heads (with its LayerNorm)" if one else
+             "everything after the removed heads together (heads, feed-forward layers, LayerNorms)")  # fmt: skip
+    parts.append(f"But {after} {word} the removal in "
+                 f"{_where(repair or ampl, rows)}: the cost minus its direct effect (the cost if nothing after the "
+                 f"removed heads changed) is {_nats(whole.indirect.median)} {_ci(whole.indirect.ci)} in layer "
+                 f"{whole.layer}; {repaired}")  # fmt: skip
+    return bool(short), short or "", "; ".join(parts[:-1]) + ". " + parts[-1]
 
 
 def unequal_line(rows, seeds) -> tuple[bool, str, str]:
@@ -194,15 +203,15 @@ def _join(parts: list[str]) -> str:
 def anchor_line(rows: list[LayerReasons], measurement: dict) -> str:
     """Which reading of "expected" the box uses, why, and the no-attention anchors beside it."""
     r = rows[0]
-    text = (f'"Expected" (naive): half the cost of removing all twelve heads of the layer. Their mean output instead '
-            f"of zeros costs {_nats(2 * r.mean_anchor_dloss)}, zeros {_nats(2 * r.naive_dloss)} (layer {r.layer})")  # fmt: skip
+    text = (f'"Expected" (naive): half the cost of zeroing all twelve heads of the layer ({_nats(2 * r.naive_dloss)} in '
+            f"layer {r.layer}; replacing them by their mean output instead costs {_nats(2 * r.mean_anchor_dloss)})")  # fmt: skip
     ngram = measurement.get("ngram")
     if ngram:
         gap = ngram["bigram"]["loss"] - measurement["baseline"]["loss"]
         word = side(r.six_dloss.ci, gap / 2, "less than", "more than").replace("unclear", "about")
-        text += (f"; a bigram model, attending to nothing, is {_nats(gap)} worse than the full model, so the naive "
-                 f"reading overstates where a layer's removal costs more; a layer-{r.layer} six costs {word} half the "
-                 f"bigram's gap")  # fmt: skip
+        text += (f". A bigram model, which uses no attention at all, is {_nats(gap)} worse than the full model; where "
+                 f"zeroing a layer costs more than that, the naive reading is set too high. Against half the bigram's "
+                 f"gap, a layer-{r.layer} six costs {word.replace('than', 'too') if word == 'less than' else word}")  # fmt: skip
     return text + "."
 
 
@@ -216,11 +225,13 @@ def model_box(name: str, measurement: dict, rows: list[LayerReasons], seeds=()) 
     """
     s = measurement["settings"]
     n = rows[0].six_dloss.n
-    pairs = f" ({n // 2} complement pairs)" if rows[0].paired else ""
-    where = "its one layer" if measurement["num_layers"] == 1 else "one layer, the other layers whole"
-    head = (f"{name} ({measurement['num_layers']} x {rows[0].num_heads} heads): {s['n_remove']} heads of {where}, "
-            f"removed at random; {n} draws per layer{pairs}; loss in nats on {measurement['predictions']:,} "
-            f"predictions{f'; {len(seeds) + 1} training seeds' if seeds else ''}")  # fmt: skip
+    where = "its one layer" if measurement["num_layers"] == 1 else "one layer (the other layers whole)"
+    k = s["n_remove"]
+    pairs = f", as {n // 2} pairs of a {_word(k)} and its complement (the other {_word(k)})" if rows[0].paired else ""
+    head = (f"{name} ({measurement['num_layers']} x {rows[0].num_heads} heads): a \"{_word(k)}\" is {k} heads of {where} "
+            f"removed at random (outputs zeroed); {n} per layer{pairs}; loss in nats on "
+            f"{measurement['predictions']:,} predictions; rows: training seed "
+            f"{measurement.get('seed', 0)}{f', ranges: {len(seeds) + 1} seeds' if seeds else ''}")  # fmt: skip
     return "\n".join([head, anchor_line(rows, measurement), *outcome_lines(rows), *verdict_lines(rows, seeds)])
 
 
