@@ -14,7 +14,8 @@ The sign of ``Δ(S) - Σ_{j∈S} c_j`` tells how heads combine. Positive (supera
 more once others are gone. "Less than naive" is the same kind of fact at a larger scale: if every
 half S and its complement S' satisfy ``Δ(S) + Δ(S') <= Δ(all)`` (halves superadditive against the
 whole), the mean random half costs at most ``Δ(all)/2``, the naive reading. Superadditivity against
-single heads does not imply it (notebook 07's deep model has the first, not the second). Two
+single heads does not imply it, nor the reverse; :mod:`mhattn.heads.reasons` measures both over complement pairs
+(in the shipped 4 x 12-head model every layer has both). Two
 mechanisms make heads superadditive, and one measurement tells them apart: *spare evidence* (the
 rest of the network, LayerNorm, feed-forward and softmax, needs only part of what the heads provide,
 as a model whose loss is near zero does) and *compensation* (surviving heads change what they do
