@@ -6,7 +6,7 @@
 * :mod:`~mhattn.heads.mask_eval`: one evaluation set under many head masks, the work before the mask done once.
 * :mod:`~mhattn.heads.effects`: three levels of freezing after a removal: direct effect, heads-only, total effect.
 * :mod:`~mhattn.heads.redundancy`: how alike heads' attention patterns and outputs are.
-* :mod:`~mhattn.heads.prune`: the "remove 6 of 12 heads" experiment behind ``mhattn prune``.
+* :mod:`~mhattn.heads.prune`: the older one-removal experiment (:func:`run_prune`: curves, fine-tuning, gates).
 * :mod:`~mhattn.heads.expectation`: what "expected" means for a random removal (additive, naive).
 * :mod:`~mhattn.heads.sixes`, :mod:`~mhattn.heads.sixes_run`: the course's question as asked, six of one layer's
   twelve heads removed at random in every layer (``mhattn prune``'s main job, notebook 07's shipped data).

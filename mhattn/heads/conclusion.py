@@ -8,7 +8,7 @@ Voita et al. 2019 and Michel et al. 2019):
 3. *some heads add noise*, so removing them can even lower the loss.
 
 Each verdict below is a comparison of measured numbers with a threshold named here, so a re-run that
-changes the numbers changes the words. Reason 1 is decided by the test notebook 07 teaches: if single costs
+changes the numbers changes the words. Reason 1 is decided by the test notebook 06 teaches: if single costs
 added up, every head is removed in k/h of the subsets, so however unequal the costs are, the *mean* random
 removal is (k/h) Σ c_j; inequality can only make a *typical* removal cheaper through skew, a median of the
 additive outcomes below their mean (never for k = h/2, where each half's complement is another half). So

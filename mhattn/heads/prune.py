@@ -1,6 +1,6 @@
 """The main experiment: remove heads and watch the loss (Michel et al. 2019, Voita et al. 2019).
 
-:func:`run_prune` measures, on a fixed evaluation set, every quantity that ``mhattn prune``
+:func:`run_prune` measures, on a fixed evaluation set, every quantity that ``mhattn prune`` (up to report version 4)
 reports; :mod:`mhattn.heads.answers` turns them into the three answers.
 """
 
@@ -25,7 +25,7 @@ class PruneSettings:
     n_remove: int = 6  # heads removed at once (from all L*h heads)
     n_random: int = 100  # random subsets of n_remove heads; benchmarks/random_subset_precision.py
     eval_size: int = 512  # sequences in the fixed evaluation set
-    curve_orders: int = 3  # random removal orders averaged in the pruning curve (notebook 07's setting)
+    curve_orders: int = 3  # random removal orders averaged in the pruning curve (notebook 06's setting)
     finetune_steps: int = 100  # brief fine-tuning after pruning (re-learning); benchmarks/finetune_convergence.py
     gate_steps: int = 200  # hard-concrete gate training steps (0 skips); benchmarks/gate_convergence.py
     l0_lambda: float = 0.05  # L0 penalty weight

@@ -1,4 +1,4 @@
-"""Figures of the pruning report (matplotlib), shared by ``mhattn prune`` and the notebooks.
+"""Figures of the pruning experiments (matplotlib), shared by ``mhattn prune`` and the notebooks.
 
 :func:`sixes_figure` is the main job's (``mhattn prune``): each layer's random sixes against the naive reading and
 its complement pairs against the whole layer. The others draw what they are handed, ``{model name: measurements}`` (a
