@@ -47,6 +47,7 @@
 # track rare words. Here we planted them, so we can check whether training finds them.
 
 # %%
+import json
 from inspect import signature
 from itertools import combinations
 
@@ -66,7 +67,7 @@ from mhattn.heads.roles import attention_maps, detect_roles, planted_match
 from mhattn.nn.transformer import TransformerModel
 from mhattn.plots.attention import attention_heatmaps
 from mhattn.plots.pruning import importance_bars, pruning_curves, random_removal_hist
-from mhattn.training.checkpoint import load_checkpoint
+from mhattn.training.checkpoint import DATA_DIR, load_checkpoint
 from mhattn.training.loop import evaluate
 from mhattn.training.tasks import task_from_meta
 
@@ -117,8 +118,8 @@ for name, (model, _task, _) in models.items():
 #
 # For every head: the relative offset at which its largest weight most often falls and how often (Voita et al. 2019,
 # §5.1, call a head positional when that happens for at least 90% of positions), how often its largest weight lands on the
-# sequence's rarest token, and its confidence (the mean of its largest weight). The sample is the one `mhattn prune`
-# and notebook 07 use: the first 256 of the 512 evaluation sequences (`task.eval_set(512)`), so the counts of
+# sequence's rarest token, and its confidence (the mean of its largest weight). The sample is the one `run_prune`
+# (`mhattn.heads.prune`) uses: the first 256 of the 512 evaluation sequences (`task.eval_set(512)`), so the counts of
 # rare-token heads agree between the notebooks. With a different set, heads whose rare-token hit rate sits near the
 # 90% threshold can fall on either side of it, so another sample can count one head more or fewer. How often that
 # happens is measured, not guessed: the cell also re-draws the 256 sequences with replacement (200 bootstrap
@@ -126,6 +127,9 @@ for name, (model, _task, _) in models.items():
 
 # %%
 data = {name: task.eval_set(512) for name, (_, task, _) in models.items()}
+# the slow parts (pruning curves, gate training), measured with the calls shown below by benchmarks/roles_data.py in
+# the repository, so that the notebook runs in well under a minute
+shipped_analysis = json.loads((DATA_DIR / "roles-analysis.json").read_text())
 roles, role_spread = {}, {}
 for name, (model, task, _) in models.items():
     sample = data[name][0][:256]
@@ -242,7 +246,7 @@ assert np.max(reports["roles-headdropout"]["ablation_zero_dloss"]) < 0.01
 # %% [markdown]
 # ## Remove six of twelve heads at random
 #
-# As many random subsets of six heads as `mhattn prune` draws (`PruneSettings().n_random`, printed below), each
+# As many random subsets of six heads as `run_prune` draws (`PruneSettings().n_random`, printed below), each
 # removed at once (ξ = 0), on the same evaluation set (512 sequences). Beside
 # them, two readings of what to "expect" (`mhattn.heads.expectation`; notebook 07 works through both):
 # the **additive** one, (k/h)·Σ single-ablation costs, what the average would be if single costs simply added up;
@@ -358,15 +362,16 @@ assert job_cost[:, rare_k].min() / 3 > 0.1  # the rare job alone costs each of t
 # Remove 10% of the heads at a time, either the least important ones or in a random order. The first is Michel et
 # al.'s iterative pruning (2019, §4.2): after each step the importance of the heads left is re-scored with the
 # removed ones masked (the re-scoring of the public implementation, HuggingFace's `run_bertology.py`; the glossary
-# tells it apart from one-at-a-time pruning, which `mhattn prune` also reports). The dashed random curve is the mean of only 3 orders, so at each point
+# tells it apart from one-at-a-time pruning, which `run_prune` also reports). The dashed random curve is the mean of only 3 orders, so at each point
 # it is one noisy draw; at half the heads (6 of 12) the cell compares it with the 100 random sixes above (their
 # median with its 95% interval, and the 10th–90th percentile of the outcomes, drawn as a bar on the figure), and
-# counts how many random sixes cost more than the six chosen by importance.
+# counts how many random sixes cost more than the six chosen by importance. The curves take a minute to compute, so
+# they are read from the shipped run (`benchmarks/roles_data.py` in the repository, with the call in the cell's comment).
 
 # %%
 for name, (model, _task, _) in models.items():
     r = reports[name]
-    r["curve"] = pruning_curve(model, data[name], r["baseline"], 3, np.random.default_rng(1))
+    r["curve"] = shipped_analysis["models"][name]["curve"]  # pruning_curve(model, data[name], r["baseline"], 3, rng 1)
     c, half = r["curve"], r["curve"]["fraction_removed"].index(0.5)
     rand = r["baseline"]["loss"] + np.asarray(r["random"]["dloss"])  # loss after each random six
     r["half"] = {"median": np.median(rand), "p10": np.percentile(rand, 10), "p90": np.percentile(rand, 90)}
@@ -412,24 +417,21 @@ show(fig)
 # exactly 0 or 1 while the probability of being open stays differentiable. We use β = 0.33, the default of Voita
 # et al.'s released code (github.com/lena-voita/the-story-of-heads); Louizos et al. used 2/3. Gates not worth their
 # penalty close. Here a short run, 150 fine-tuning steps of 64 sequences from each trained model (the gates and all
-# of the model's weights are trained); `mhattn prune` trains longer on bigger batches (the cell prints its setting),
+# of the model's weights are trained); `run_prune` trains longer on bigger batches (the cell prints its setting),
 # and its report lists the gates that run leaves open.
 #
-# The gates' noise and the training batches are random, so which gates close depends on the seed: the cell runs
-# three seeds per model.
+# The gates' noise and the training batches are random, so which gates close depends on the seed: three seeds per
+# model, trained with the call in the cell's comment by `benchmarks/roles_data.py` (in the repository; about a
+# minute per model on 2 cores), read here from `mhattn/data/roles-analysis.json`.
 
 # %%
-# NBVAL_IGNORE_OUTPUT
-# (which gates close depends on the last bits of 150 training steps, which NumPy's SIMD code can change)
 cli_batch = signature(train_gates).parameters["batch_size"].default
-print(f"mhattn prune: {PruneSettings().gate_steps} gate steps of {cli_batch} sequences; here: 150 steps of 64")
+print(f"run_prune: {PruneSettings().gate_steps} gate steps of {cli_batch} sequences; here: 150 steps of 64")
 gate_runs = {}
-for name, (model, task, _) in models.items():
-    gate_runs[name] = []
-    for seed in range(3):
-        copy = TransformerModel(model.cfg, params=dict(model.params))
-        g = train_gates(copy, task, l0_lambda=0.05, steps=150, batch_size=64, seed=seed)
-        gate_runs[name].append({int(h) for h in np.flatnonzero(g["gates"][0] > 0)})
+for name, (model, task, _) in models.items():  # three seeds of train_gates(copy, task, l0_lambda=0.05, steps=150,
+    # batch_size=64, seed=seed), read from the shipped run (a minute of training per model)
+    gate_runs[name] = [set(heads) for heads in shipped_analysis["models"][name]["gates_open"]]
+assert shipped_analysis["gates"] == {"l0_lambda": 0.05, "steps": 150, "batch_size": 64, "seeds": [0, 1, 2]}
     print(f"{name}: gates open per seed {[len(o) for o in gate_runs[name]]}; heads open in every seed "
           f"{sorted(set.intersection(*gate_runs[name]))}; in some seeds only {sorted(set.union(*gate_runs[name]) - set.intersection(*gate_runs[name]))}")  # fmt: skip
 jobs_hd = job_heads(planted_match(roles["roles-headdropout"]))
@@ -444,7 +446,7 @@ assert any(len({frozenset(o & set(j)) for o in gate_runs["roles-headdropout"]}) 
 # ## What these two models show
 #
 # The numbers the next cell prints: how much of the summed single-head cost the two costliest heads carry, how
-# unequal the single costs are by the Gini coefficient that `mhattn prune` reports (negative costs clipped to 0, and
+# unequal the single costs are by the Gini coefficient that `run_prune`'s report gives (negative costs clipped to 0, and
 # how many were), how the heads split the planted jobs, and where a random half lands (with the 95% interval of its
 # median).
 
@@ -486,7 +488,7 @@ print("the two recipes differ in:", [k for k in ("seed", "steps", "batch_size", 
 # the role table. No single head costs more than a hundredth of a nat, and a random six costs little when it keeps
 # a head for every job, which a little more than half of all sixes do (the count above); the rest empty a job and
 # cost more. Its single costs look unequal by their shares: the two costliest heads carry a large part of the sum
-# and the Gini coefficient passes the 0.5 from which `mhattn prune` calls costs unequal (a threshold this course
+# and the Gini coefficient passes the 0.5 from which `run_prune`'s report calls costs unequal (a threshold this course
 # chose, `UNEQUAL_GINI`). But those are shares of almost nothing: every cost is below a hundredth of a nat (the
 # largest is printed), and some are negative, removing the head lowered the loss a little, which the Gini clips to 0
 # (the count is printed). Unequal shares of costs this small say nothing about which heads matter.

@@ -1,4 +1,5 @@
-"""The three answers of :func:`~mhattn.heads.prune.run_prune`'s report (versions 1-4 of ``mhattn prune``'s), computed from :func:`~mhattn.heads.prune.run_prune`'s numbers.
+"""The three answers of :func:`~mhattn.heads.prune.run_prune`'s report (``mhattn prune``'s up to version 4), from its
+numbers.
 
 Each is a dataclass whose field names are the keys of ``report.json`` (documented in docs/prune_report.md):
 

@@ -1,4 +1,5 @@
-"""The report of :func:`~mhattn.heads.prune.run_prune` (``mhattn prune``'s up to version 4) as dataclasses with named fields, and its JSON form (``report.json``).
+"""The report of :func:`~mhattn.heads.prune.run_prune` (``mhattn prune``'s up to version 4) as dataclasses with
+named fields, and its JSON form.
 
 ``report.json`` is ``dataclasses.asdict(PruneReport)``: ``report_version``, ``seconds``, ``question`` and
 ``models``, each a :class:`ModelReport` (``q1_unequal_contribution``, ``q2_compensation``,
