@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -62,9 +62,8 @@ from mhattn.heads.conclusion import UNEQUAL_GINI
 from mhattn.heads.expectation import additive_expectation, bootstrap_interval, naive_expectation
 from mhattn.heads.gates import train_gates
 from mhattn.heads.importance import ablation_deltas, head_importance, masked_eval, spearman
-from mhattn.heads.prune import PruneSettings, pruning_curve, random_removals
+from mhattn.heads.prune import PruneSettings, random_removals
 from mhattn.heads.roles import attention_maps, detect_roles, planted_match
-from mhattn.nn.transformer import TransformerModel
 from mhattn.plots.attention import attention_heatmaps
 from mhattn.plots.pruning import importance_bars, pruning_curves, random_removal_hist
 from mhattn.training.checkpoint import DATA_DIR, load_checkpoint
@@ -127,8 +126,7 @@ for name, (model, _task, _) in models.items():
 
 # %%
 data = {name: task.eval_set(512) for name, (_, task, _) in models.items()}
-# the slow parts (pruning curves, gate training), measured with the calls shown below by benchmarks/roles_data.py in
-# the repository, so that the notebook runs in well under a minute
+# the slow parts (curves, gates), measured in the repository by benchmarks/roles_data.py with the calls shown below
 shipped_analysis = json.loads((DATA_DIR / "roles-analysis.json").read_text())
 roles, role_spread = {}, {}
 for name, (model, task, _) in models.items():
@@ -369,7 +367,7 @@ assert job_cost[:, rare_k].min() / 3 > 0.1  # the rare job alone costs each of t
 # they are read from the shipped run (`benchmarks/roles_data.py` in the repository, with the call in the cell's comment).
 
 # %%
-for name, (model, _task, _) in models.items():
+for name in models:
     r = reports[name]
     r["curve"] = shipped_analysis["models"][name]["curve"]  # pruning_curve(model, data[name], r["baseline"], 3, rng 1)
     c, half = r["curve"], r["curve"]["fraction_removed"].index(0.5)
@@ -428,12 +426,12 @@ show(fig)
 cli_batch = signature(train_gates).parameters["batch_size"].default
 print(f"run_prune: {PruneSettings().gate_steps} gate steps of {cli_batch} sequences; here: 150 steps of 64")
 gate_runs = {}
-for name, (model, task, _) in models.items():  # three seeds of train_gates(copy, task, l0_lambda=0.05, steps=150,
+for name in models:  # three seeds of train_gates(copy, task, l0_lambda=0.05, steps=150,
     # batch_size=64, seed=seed), read from the shipped run (a minute of training per model)
     gate_runs[name] = [set(heads) for heads in shipped_analysis["models"][name]["gates_open"]]
-assert shipped_analysis["gates"] == {"l0_lambda": 0.05, "steps": 150, "batch_size": 64, "seeds": [0, 1, 2]}
     print(f"{name}: gates open per seed {[len(o) for o in gate_runs[name]]}; heads open in every seed "
           f"{sorted(set.intersection(*gate_runs[name]))}; in some seeds only {sorted(set.union(*gate_runs[name]) - set.intersection(*gate_runs[name]))}")  # fmt: skip
+assert shipped_analysis["gates"] == {"l0_lambda": 0.05, "steps": 150, "batch_size": 64, "seeds": [0, 1, 2]}
 jobs_hd = job_heads(planted_match(roles["roles-headdropout"]))
 assert max(map(len, gate_runs["roles-headdropout"])) < min(map(len, gate_runs["roles-plain"]))
 assert all(all(o & set(j) for j in jobs_hd) for o in gate_runs["roles-headdropout"])  # every job keeps an open head
