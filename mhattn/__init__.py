@@ -8,7 +8,6 @@ and ``set_backend``/``use_backend`` choose where new parameters and data go.
 from mhattn.backend import (
     array_namespace,
     asarray,
-    get_array_module,
     get_backend,
     get_device,
     set_backend,
@@ -25,7 +24,6 @@ __all__ = [
     "array_namespace",
     "asarray",
     "causal_mask",
-    "get_array_module",
     "get_backend",
     "get_device",
     "set_backend",

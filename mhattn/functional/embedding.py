@@ -3,7 +3,7 @@
 Vaswani et al. 2017, §3.4: learned embeddings map token ids to vectors of
 size d_model. Forward gathers rows ``W[ids]``; the same id may appear many
 times in a batch, so backward must *accumulate* every position's gradient
-into that id's row. :func:`mhattn.xp_extra.scatter_add` does the unbuffered add
+into that id's row. :func:`mhattn.backend.scatter_add` does the unbuffered add
 (``np.add.at`` on NumPy, the library's own elsewhere); ``dW[ids] += dout`` would
 keep only one of the repeated updates.
 """
@@ -13,8 +13,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace, device_of
-from mhattn.xp_extra import scatter_add
+from mhattn.backend import array_namespace, device_of, scatter_add
 
 
 class EmbeddingCache(NamedTuple):

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace
-from mhattn.xp_extra import exp_in_place, one_hot, pick_last
+from mhattn.backend import array_namespace, one_hot, pick_last
 
 
 class CrossEntropyCache(NamedTuple):
@@ -74,7 +73,7 @@ def cross_entropy_backward(dloss, cache: CrossEntropyCache):
     # step 1 was: log-softmax -> d/dz = softmax - onehot
     # step 0 was: ignored rows replaced by zeros -> their gradient is zero (the valid factor below)
     grad = cache.shifted - cache.logsumexp  # (N, C) log-softmax, formed here so an evaluation-only forward skips it
-    grad = exp_in_place(xp, grad)  # (N, C) softmax
+    grad = xp.exp(grad)  # (N, C) softmax
     grad = grad - one_hot(xp, cache.targets, grad.shape[1], grad.dtype)  # (N, C) softmax - onehot(y)
     grad *= (xp.astype(cache.valid, grad.dtype) * (float(dloss) / max(cache.count, 1)))[:, None]  # (N, 1)
     return xp.reshape(grad, cache.shape)
