@@ -62,7 +62,8 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
         k: ``(B, h, S, d_k)`` keys, same dtype, namespace and device.
         v: ``(B, h, S, d_v)`` values, same dtype, namespace and device.
         mask: bool (True = not allowed) or float (added to the scores), broadcastable
-            to ``(B, h, T, S)``; ``None`` for no mask. A key hidden from every query
+            to ``(B, h, T, S)``; ``None`` for no mask. A constant: the backward returns no gradient for it.
+            A key hidden from every query
             (True, or ``-inf``, in its whole column) has no influence on any output or
             gradient, whatever ``k`` and ``v`` hold there (NaN and inf included).
         dropout_p: probability of dropping a weight (0 disables dropout).

@@ -140,7 +140,7 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
         q: ``(B, h, T, d_k)`` float32/float64 queries; k: ``(B, h, S, d_k)``; v: ``(B, h, S, d_v)``, same dtype,
             namespace and device (any array-API library; B = 0 gives empty outputs).
         mask: bool (True = not allowed) or float (added; cast to ``q``'s dtype), broadcastable to ``(B, h, T, S)``;
-            or ``None``.
+            or ``None``. A constant: the backward returns no gradient for it.
         causal: also mask key s > query t (fully masked tiles are skipped).
         block_q: queries per block (default: about 2**26 scores per tile).
         block_k: keys per tile (default S; fewer than S runs the online softmax across tiles).

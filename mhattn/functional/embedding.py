@@ -26,7 +26,8 @@ def embedding_forward(ids, W):
     """Look up ``W[ids]``.
 
     Args:
-        ids: ``(B, T)`` integer array, values in ``[0, V)``, on ``W``'s device (B = 0 gives an empty output).
+        ids: ``(B, T)`` integer array of any integer dtype (uint8 to int64), values in ``[0, V)``, on ``W``'s
+            device (B = 0 gives an empty output).
         W: ``(V, d_model)`` float32/float64 embedding table.
 
     Returns:
@@ -40,10 +41,12 @@ def embedding_forward(ids, W):
     if not hasattr(ids, "dtype") or not xp.isdtype(ids.dtype, "integral"):
         raise TypeError(f"embedding: ids must be an integer array, got {getattr(ids, 'dtype', type(ids).__name__)}")
     V, d_model = W.shape
-    if math.prod(ids.shape) and bool(xp.any((ids < 0) | (ids >= V))):  # one device read, at the model's entry
-        raise ValueError(f"embedding: ids must lie in [0, {V}), got values in [{int(xp.min(ids))}, {int(xp.max(ids))}]")
+    # as int64: torch's index_select takes int32/int64 only (pytorch/pytorch#17346), and uint8 < V may not compare
+    flat = xp.astype(xp.reshape(ids, (-1,)), xp.int64)  # (B*T,)
+    if math.prod(ids.shape) and bool(xp.any((flat < 0) | (flat >= V))):  # one device read, at the model's entry
+        raise ValueError(f"embedding: ids must lie in [0, {V}), got values in [{int(xp.min(flat))}, {int(xp.max(flat))}]")
     # 1. gather one row per token
-    out = xp.take(W, xp.reshape(ids, (-1,)), axis=0)  # (B*T, d_model)
+    out = xp.take(W, flat, axis=0)  # (B*T, d_model)
     return xp.reshape(out, (*ids.shape, d_model)), EmbeddingCache(ids, W.shape, W.dtype)  # (B, T, d_model)
 
 
@@ -60,5 +63,5 @@ def embedding_backward(dout, cache: EmbeddingCache):
     xp = array_namespace(dout, cache.ids)
     dW = xp.zeros(cache.W_shape, dtype=cache.dtype, device=device_of(dout))  # (V, d_model)
     # step 1 was: gather rows -> scatter-add them back; repeated ids accumulate
-    ids = xp.reshape(cache.ids, (-1,))  # (B*T,)
+    ids = xp.astype(xp.reshape(cache.ids, (-1,)), xp.int64)  # (B*T,); any integer dtype (uint8 too)
     return scatter_add(xp, dW, ids, xp.reshape(dout, (-1, cache.W_shape[1])))  # (B*T, d_model) added into (V, d_model)

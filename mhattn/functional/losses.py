@@ -25,7 +25,8 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
 
     Args:
         logits: ``(..., C)`` float32/float64.
-        targets: ``(...)`` integers in ``[0, C)`` or ``ignore_index``, on ``logits``' device.
+        targets: ``(...)`` integers in ``[0, C)`` or ``ignore_index``, on ``logits``' device; any integer dtype
+            (compared as int64, so an unsigned target never equals a negative ``ignore_index``).
         ignore_index: targets equal to it add nothing to the loss or the gradient, whatever
             their row of logits holds (NaN and ±inf included).
 
@@ -44,7 +45,8 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
     if not xp.isdtype(targets.dtype, "integral"):
         raise TypeError(f"cross_entropy: targets must be an integer array, got {targets.dtype}")
     z = xp.reshape(logits, (-1, C))  # (N, C)
-    y = xp.reshape(targets, (-1,))  # (N,)
+    # as int64: an unsigned dtype would wrap ignore_index (-100 is 156 in uint8 on torch) and match a class
+    y = xp.astype(xp.reshape(targets, (-1,)), xp.int64)  # (N,)
     valid = y != ignore_index
     safe = xp.where(valid, y, 0)
     if y.shape[0] and (int(xp.min(safe)) < 0 or int(xp.max(safe)) >= C):

@@ -129,7 +129,8 @@ def multi_head_attention_forward(
             ``W_v (vdim, d_model)``, ``W_o (d_model, d_model)`` and optionally
             ``b_q, b_k, b_v, b_o (d_model,)``; all of the inputs' dtype.
         num_heads: h; ``d_k = d_model // h``.
-        attn_mask: see :mod:`mhattn.functional.masks`; key_padding_mask: ``(B, S)``.
+        attn_mask: see :mod:`mhattn.functional.masks`; key_padding_mask: ``(B, S)``. Masks are constants: the
+            backward returns no gradient for them (as torch, pytorch/pytorch#148476).
         head_mask: ``(h,)`` or ``(B, h)`` multipliers ξ on each head's output.
         dropout_p, rng: dropout on the attention weights (see attention.py).
         tiled: step 3 by :mod:`mhattn.functional.attention_tiled` (no weights stored; no dropout).
