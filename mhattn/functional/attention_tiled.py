@@ -171,12 +171,8 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
         k, v = xp.where(dead, 0.0, k), xp.where(dead, 0.0, v)  # (B, h, S, d_k), (B, h, S, d_v): fresh arrays
         mask = xp.broadcast_to(mask, scores_shape)  # a view: no memory
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
-    blocks = [_forward_block(xp, q, k, v, mask, causal, scale, q0, min(q0 + block_q, T), block_k) for q0 in range(0, T, block_q)]
-    if not blocks:  # T = 0
-        blocks = [
-            (xp.zeros((B, h, 0, v.shape[-1]), dtype=q.dtype, device=device_of(q)),)
-            + (xp.zeros((B, h, 0), dtype=q.dtype, device=device_of(q)),) * 3
-        ]
+    starts = range(0, max(T, 1), block_q)  # T = 0: one empty block gives the empty outputs their shapes
+    blocks = [_forward_block(xp, q, k, v, mask, causal, scale, q0, min(q0 + block_q, T), block_k) for q0 in starts]
     out, lse, row_max, log_l = (xp.concat([b[i] for b in blocks], axis=-1 if i else -2) for i in range(4))
     cache = TiledAttentionCache(q, k, v, out, lse, row_max, log_l, mask, False, bool(causal), scale, block_q, block_k, 1)
     return out, lse, cache

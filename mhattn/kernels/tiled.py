@@ -90,7 +90,7 @@ def _forward_block(q, kT, v, mask, extreme, causal, scale, q0, q1, block_k, ws, 
 
 
 def _backward_block(c, dout, D, lse_b, grads, idx, q0, q1, ws):
-    """Algorithm 2's inner loop for one query block of one work item ``idx`` (a (b, head) pair, or everything).
+    """Algorithm 2's inner loop for one query block of one work item ``idx``, a (b, head) pair.
 
     ``- L_i`` and ``- D_i`` ride along in the GEMMs as one extra column
     (``[Q_i | -L_i] [K_j | 1]^T = Q_i K_j^T - L_i``): two fewer passes over each tile. A float mask
@@ -133,15 +133,15 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
     """Scaled dot-product attention without storing the ``(B, h, T, S)`` weights.
 
     Args:
-        q: ``(B, h, T, d_k)`` float32/float64 queries; k: ``(B, h, S, d_k)``; v: ``(B, h, S, d_v)``, same dtype,
-            namespace and device (any array-API library; B = 0 gives empty outputs).
+        q: ``(B, h, T, d_k)`` float32/float64 NumPy queries; k: ``(B, h, S, d_k)``; v: ``(B, h, S, d_v)``, same dtype
+            (B = 0 gives empty outputs).
         mask: bool (True = not allowed) or float (added; cast to ``q``'s dtype), broadcastable to ``(B, h, T, S)``;
             or ``None``.
         causal: also mask key s > query t (fully masked tiles are skipped).
-        block_q: queries per block (default 256 on NumPy; sized to about 2**26 scores per tile elsewhere).
-        block_k: keys per tile (default on NumPy: from the L2 size, see above, at most S; S elsewhere; fewer than S runs the
-            online softmax across tiles).
-        workers: threads on NumPy (default: :func:`mhattn.pool.thread_budget`, at most B*h); ignored elsewhere.
+        block_q: queries per block (default 256).
+        block_k: keys per tile (default from the L2 size, see above, at most S; fewer than S runs the online softmax
+            across tiles).
+        workers: threads (default: :func:`mhattn.kernels.pool.thread_budget`, at most B*h).
 
     Returns:
         ``(out, lse, cache)``: ``out`` ``(B, h, T, d_v)`` equal to the plain path's;
@@ -175,7 +175,7 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
     lse, row_max, log_l = (np.empty(q.shape[:-1], dtype=q.dtype) for _ in range(3))  # (B, h, T) each
 
     def job(idx):
-        item = idx  # one (b, head) pair
+        item = idx  # one (b, head) pair: its (T|S, d) rows
         m = None if mask is None else mask[item]
         ws = workspace(q[item], v.shape[-1], block_q, block_k, k.shape[2])
         kT = np.ascontiguousarray(k[item].mT)  # (..., d_k, S)
@@ -196,7 +196,7 @@ def tiled_attention_backward(dout, cache: TiledAttentionCache):
     """Gradients of :func:`tiled_attention_forward`, tiles recomputed from the log-sum-exp.
 
     Args:
-        dout: ``(B, h, T, d_v)`` upstream gradient, the forward's namespace and device.
+        dout: ``(B, h, T, d_v)`` upstream gradient, a NumPy array.
 
     Returns:
         ``(dq, dk, dv)`` with the shapes of ``q``, ``k``, ``v``; zero for masked pairs.
