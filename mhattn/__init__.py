@@ -17,7 +17,7 @@ from mhattn.backend import (
 from mhattn.functional.masks import causal_mask
 from mhattn.nn.attention import MultiHeadAttention
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place: pyproject.toml reads it (tool.setuptools.dynamic)
 
 __all__ = [
     "MultiHeadAttention",
