@@ -106,3 +106,15 @@ def test_the_step_files_hold_no_numpy_branch_and_no_engine():
         if re.search(r"is_numpy|executor|kernels|xp_extra|threading|ThreadPool", p.read_text(encoding="utf-8"))
     ]
     assert branching == []
+
+
+def test_the_version_is_written_once():
+    """Issue 33: ``mhattn.__version__`` is the one place; pyproject.toml reads it, the installed metadata agrees."""
+    import importlib.metadata
+
+    import mhattn
+
+    pyproject = (PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert not re.search(r"^version\s*=\s*\"", pyproject, flags=re.M) and 'dynamic = ["version"]' in pyproject
+    assert 'version = { attr = "mhattn.__version__" }' in pyproject
+    assert importlib.metadata.version("mhattn") == mhattn.__version__
