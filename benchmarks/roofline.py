@@ -19,9 +19,9 @@ MHA step must do its matrix products, and NumPy's products are its BLAS's. So th
   pass, no copies and no Python. No NumPy implementation doing
   these products with ordinary (cubic) matrix multiplication can be faster.
 
-Beside it, mhattn's and torch's measured times (``torch.nn.MultiheadAttention``, its default threads; the two
-alternated call by call, medians), and ``floor / torch`` against the goal. A goal is out of reach for NumPy on this
-machine when ``floor / torch`` exceeds it.
+Beside it, mhattn's and torch's measured times (``torch.nn.MultiheadAttention``, its default threads; each side alone
+in its own fresh process, medians: ``bench_alone.py``), and ``floor / torch`` against the goal. A goal is out of
+reach for NumPy on this machine when ``floor / torch`` exceeds it.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/roofline.py
     env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=Haswell python benchmarks/roofline.py
@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from bench_threads import time_shape  # this folder: the scripts run as `python benchmarks/<script>.py`
+from bench_alone import SHAPES as ALONE_SHAPES  # this folder: the scripts run as `python benchmarks/<script>.py`
+from bench_alone import run_alone
 from threadpoolctl import threadpool_info, threadpool_limits
 
 SHAPES = {"B1 T2048": (1, 2048, 512, 8, 0.75), "B2 T1024": (2, 1024, 512, 8, 0.75), "B16 T128": (16, 128, 512, 8, 0.5)}
@@ -138,10 +138,10 @@ def attention_rate(B, T, dk, h, pool, threads, rng) -> float:
 
 
 def measured(B, T, d, h, reps=7):
-    """Median seconds of mhattn's and torch's forward + backward, alternated call by call
-    (:func:`bench_threads.time_shape`)."""
-    times = time_shape(B, T, d, h, reps, np.random.default_rng(0))
-    return statistics.median(times["mhattn"]), statistics.median(times["torch"])
+    """Median seconds of mhattn's and torch's forward + backward, each alone in its own fresh process
+    (:func:`bench_alone.run_alone`; issue 33: alternated call by call in one process, each slows the other)."""
+    shape = next(name for name, dims in ALONE_SHAPES.items() if dims == (B, T, d, h))
+    return run_alone("engine", shape, reps), run_alone("torch", shape, reps)
 
 
 def main():

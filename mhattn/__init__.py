@@ -8,7 +8,6 @@ and ``set_backend``/``use_backend`` choose where new parameters and data go.
 from mhattn.backend import (
     array_namespace,
     asarray,
-    get_array_module,
     get_backend,
     get_device,
     set_backend,
@@ -18,14 +17,13 @@ from mhattn.backend import (
 from mhattn.functional.masks import causal_mask
 from mhattn.nn.attention import MultiHeadAttention
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place: pyproject.toml reads it (tool.setuptools.dynamic)
 
 __all__ = [
     "MultiHeadAttention",
     "array_namespace",
     "asarray",
     "causal_mask",
-    "get_array_module",
     "get_backend",
     "get_device",
     "set_backend",

@@ -13,23 +13,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from mhattn.backend import array_namespace, device_of, to_numpy
+from mhattn.backend import array_namespace, asarray, to_numpy
 
 
 def numerical_gradient(f, x, dout, eps=1e-6):
     """Centred-difference gradient of ``sum(f(x) * dout)`` with respect to ``x``.
 
+    The perturbed copies are float64 whatever ``x``'s float dtype: a step of 1e-6 added in float16 (or to a large
+    float32 value) rounds back to ``x`` itself and every difference would be 0 (jax-ml/jax#7742). So ``f`` is called
+    with float64 arrays; the gradient comes back in ``x``'s dtype.
+
     Args:
         f: function of one array returning an array shaped like ``dout``.
-        x: float array of any backend; it is not modified (a copy is perturbed, one entry at a time).
+        x: real floating array of any backend; it is not modified (a float64 copy is perturbed, one entry at a time).
         dout: upstream gradient, shaped like ``f(x)``.
         eps: step size.
 
     Returns:
-        Array shaped like ``x``, on ``x``'s device.
+        Array shaped like ``x``, of its dtype, on its device.
+
+    Raises:
+        TypeError: ``x`` is not a real floating array (an integer input has no small step to take).
     """
     xp = array_namespace(x, dout)
-    xw = xp.asarray(x, copy=True)
+    if not xp.isdtype(x.dtype, "real floating"):
+        raise TypeError(f"numerical_gradient: x must be a real floating array, got dtype {x.dtype}; cast it to float64")
+    xw = xp.astype(x, xp.float64, copy=True)  # the step is taken in float64
     grad = np.zeros(x.shape, dtype=np.float64)  # host: one number per entry
     for i in np.ndindex(*x.shape):
         old = float(xw[i])
@@ -39,7 +48,7 @@ def numerical_gradient(f, x, dout, eps=1e-6):
         minus = float(xp.sum(f(xw) * dout))
         xw[i] = old
         grad[i] = (plus - minus) / (2 * eps)
-    return xp.asarray(grad, dtype=x.dtype, device=device_of(x))
+    return asarray(grad, dtype=x.dtype, like=x)
 
 
 def rel_error(a, b):
@@ -84,7 +93,7 @@ def check_backward(forward, backward, inputs, *, seed=0, eps=1e-6):
     res = forward(*inputs)
     out, cache = res[0], res[-1]
     host = np.random.default_rng(seed).standard_normal(tuple(out.shape))
-    dout = xp.asarray(host, dtype=out.dtype, device=device_of(out))
+    dout = asarray(host, dtype=out.dtype, like=out)
     grads = backward(dout, cache)
     grads = grads if isinstance(grads, tuple) else (grads,)
     errors = []

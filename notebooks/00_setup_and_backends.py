@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -56,13 +56,13 @@ assert mhattn.get_backend() == "numpy" and mhattn.backend.current_array_module()
 # %% [markdown]
 # ## Two rules decide where the arithmetic runs
 #
-# 1. **Ops follow their inputs.** Every function in `mhattn.functional` asks its arrays for their *namespace*, the module whose functions work on them: `xp = mhattn.array_namespace(x, W)` (also called `get_array_module`, the name CuPy's CPU/GPU-agnostic pattern uses). This is the **Python array API standard** of the data-apis.org consortium: one set of function names (`xp.matmul`, `xp.sum`, `xp.concat`, `x.mT`, ...) that NumPy 2, CuPy, PyTorch and others all answer to, through the `array-api-compat` package where a library differs. NumPy arrays in, NumPy itself does the arithmetic; torch tensors in, torch does it; CuPy arrays in, the GPU does. New arrays an op makes go on its inputs' device.
+# 1. **Ops follow their inputs.** Every function in `mhattn.functional` asks its arrays for their *namespace*, the module whose functions work on them: `xp = mhattn.array_namespace(x, W)` (the name scikit-learn and SciPy use; CuPy's CPU/GPU-agnostic pattern calls it `get_array_module`). This is the **Python array API standard** of the data-apis.org consortium: one set of function names (`xp.matmul`, `xp.sum`, `xp.concat`, `x.mT`, ...) that NumPy 2, CuPy, PyTorch and others all answer to, through the `array-api-compat` package where a library differs. NumPy arrays in, NumPy itself does the arithmetic; torch tensors in, torch does it; CuPy arrays in, the GPU does. New arrays an op makes go on its inputs' device.
 # 2. **The backend only decides where new arrays go**: the parameters of a new `MultiHeadAttention`, and whatever `mhattn.asarray` makes. Choose it with `mhattn.set_backend(name, device=None)`, the context manager `mhattn.use_backend(name, device=None)`, or the environment variable `MHATTN_BACKEND` (read once, at import). The names are `"numpy"` (the default), `"torch"` (`device="cpu"` or `"cuda"`), `"cupy"` and `"array_api_strict"`.
 
 # %%
 x = mhattn.asarray(np.ones((2, 3, 8), dtype=np.float32))  # (B, T, d_model) on the current backend
-print("x lives in:", mhattn.get_array_module(x).__name__)
-assert mhattn.get_array_module(x).__name__ == "numpy"  # new arrays go to the current backend: NumPy here
+print("x lives in:", mhattn.array_namespace(x).__name__)
+assert mhattn.array_namespace(x).__name__ == "numpy"  # new arrays go to the current backend: NumPy here
 
 mha = mhattn.MultiHeadAttention(d_model=8, num_heads=2, seed=0)
 out, weights = mha(x)

@@ -14,7 +14,6 @@ import pytest
 
 import mhattn
 from mhattn.backend import array_namespace, device_of
-from mhattn.executor import NUMPY
 
 
 def _check_placement(actual, desired, xp, device, like, err_msg):
@@ -22,7 +21,7 @@ def _check_placement(actual, desired, xp, device, like, err_msg):
     if like is not None:
         xp, device = like.xp, like.device
     want_xp = array_namespace(desired) if xp is None else xp
-    if want_xp is np or want_xp is NUMPY:  # NumPy (mhattn's namespace too): a plain ndarray, no subclass or scalar
+    if want_xp is np:  # NumPy: a plain ndarray, no subclass or scalar
         assert type(actual) is np.ndarray, (
             f"{err_msg}: expected a numpy.ndarray, got {type(actual).__module__}.{type(actual).__name__}"
         )

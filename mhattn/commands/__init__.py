@@ -13,7 +13,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from mhattn.argtypes import number_in, range_text  # noqa: F401  (the commands import them from here)
+from mhattn.backend.argtypes import number_in, range_text  # noqa: F401  (the commands import them from here)
 
 
 class UsageError(Exception):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 from mhattn.commands import UsageError, output_dir
@@ -81,6 +82,7 @@ def _select(files: dict[str, bytes], names: list[str]) -> dict[str, bytes]:
 
 
 def _report(dest, files, done) -> None:
+    quoted = shlex.quote(str(dest))  # a folder with a space or a quote is one word to the shell
     print(f"copied {len(done.written)} file(s) into {dest}", end="")
     same = len(files) - len(done.written) - len(done.kept)
     print(f" ({same} already there, unchanged)" if same else "")
@@ -88,8 +90,8 @@ def _report(dest, files, done) -> None:
         print(f"  replaced {rel}: your version is now {bak}")
     if done.kept:
         print(f"kept {len(done.kept)} file(s) you edited (never overwritten): {', '.join(done.kept)}")
-        print(f"  to get the course's version of one (yours moves to FILE.bak): mhattn course init {dest} --force FILE")
-        print(f"  of all of them: mhattn course init {dest} --force")
+        print(f"  to get the course's version of one (yours moves to FILE.bak): mhattn course init {quoted} --force FILE")
+        print(f"  of all of them: mhattn course init {quoted} --force")
 
 
 def main(args) -> int:
@@ -114,7 +116,7 @@ def main(args) -> int:
         print("  glossary.md every term the course uses")
     print("  README.md   these commands")
     print("\nnext:")
-    print(f"  cd {dest}")
+    print(f"  cd {shlex.quote(str(dest))}")
     print(f"  jupyter lab {FIRST_NOTEBOOK}      # the course starts here (pip install 'mhattn[course]' for Jupyter)")
     print("  mhattn grade exercises           # score your exercises at any time")
     print(f"  {check_command('notebooks/NN_name.ipynb')}   # check one notebook")

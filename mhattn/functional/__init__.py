@@ -1,8 +1,12 @@
 """The textbook steps of multi-head attention as pure forward/backward pairs.
 
 Every ``*_forward`` returns ``(out, cache)`` (attention: ``(out, weights, cache)``);
-every ``*_backward(dout, cache)`` returns the gradients of the forward's array
-inputs, in order. Arrays may be any array-API array (NumPy, CuPy, torch, array-api-strict):
+every ``*_backward(dout, cache)`` returns the gradients of the forward's differentiable array
+inputs, in order: the floats that carry data (queries, keys, values, weights, a head mask ξ). Masks are constants,
+as in torch's ``scaled_dot_product_attention`` (whose additive float mask gets no gradient either,
+pytorch/pytorch#148476): ``attn_mask``, ``key_padding_mask`` and a float mask of any kind are inputs without a
+gradient, an integer ``ids`` or ``targets`` array likewise; ``dropout``'s generator is no array.
+Arrays may be any array-API array (NumPy, CuPy, torch, array-api-strict):
 each op takes its namespace from its inputs (:func:`mhattn.backend.array_namespace`), makes new
 arrays on their device and returns arrays of that namespace and device.
 

@@ -24,11 +24,10 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace, broadcasts_to, read_only
+from mhattn.backend import array_namespace, broadcasts_to, read_only, uniform
 from mhattn.functional.masks import add_mask, cast_mask, check_mask_kind, dead_keys
-from mhattn.functional.softmax import SoftmaxCache, masked_softmax, softmax_backward
+from mhattn.functional.softmax import SoftmaxCache, softmax_backward, softmax_forward
 from mhattn.functional.validate import check_attention_inputs, check_dropout
-from mhattn.xp_extra import uniform
 
 
 class AttentionCache(NamedTuple):
@@ -41,16 +40,30 @@ class AttentionCache(NamedTuple):
     dropped: object  # (B, h, T, S) the weights after dropout (the same array without dropout)
 
 
+def check_attention_call(q, k, v, mask, dropout_p, rng):
+    """The checks of :func:`scaled_dot_product_attention_forward` (see its Raises), for it and the engine's twin."""
+    check_attention_inputs(q, k, v)
+    if mask is not None:
+        check_mask_kind("mask", mask)
+        array_namespace(q, mask)
+        scores_shape = (*q.shape[:-1], k.shape[-2])
+        if not broadcasts_to(mask.shape, scores_shape):
+            raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores {scores_shape}")
+    check_dropout(dropout_p, rng)
+
+
 def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
     """Attention of every query over every key, per batch element and head.
 
     Args:
-        q: ``(B, h, T, d_k)`` float32/float64 queries, any array-API array (NumPy, CuPy, torch,
+        q: ``(B, h, T, d_k)`` float queries (float32/float64; float16 works too: the queries are scaled before
+            the product, so scores that fit after scaling never overflow), any array-API array (NumPy, CuPy, torch,
             array-api-strict).
         k: ``(B, h, S, d_k)`` keys, same dtype, namespace and device.
         v: ``(B, h, S, d_v)`` values, same dtype, namespace and device.
         mask: bool (True = not allowed) or float (added to the scores), broadcastable
-            to ``(B, h, T, S)``; ``None`` for no mask. A key hidden from every query
+            to ``(B, h, T, S)``; ``None`` for no mask. A constant: the backward returns no gradient for it.
+            A key hidden from every query
             (True, or ``-inf``, in its whole column) has no influence on any output or
             gradient, whatever ``k`` and ``v`` hold there (NaN and inf included).
         dropout_p: probability of dropping a weight (0 disables dropout).
@@ -69,42 +82,25 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
             NaN or +inf, ``dropout_p`` is outside [0, 1), dropout is asked for without ``rng``,
             or arrays on two devices.
     """
-    check_attention_inputs(q, k, v)
-    if mask is not None:
-        check_mask_kind("mask", mask)
-        array_namespace(q, mask)
-        scores_shape = (*q.shape[:-1], k.shape[-2])
-        if not broadcasts_to(mask.shape, scores_shape):
-            raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores {scores_shape}")
-    check_dropout(dropout_p, rng)
-    out, weights, cache = attend(q, k, v, mask, dropout_p, rng)
-    return out, read_only(weights), cache
-
-
-def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
-    """The steps of :func:`scaled_dot_product_attention_forward` on checked inputs.
-
-    Returns ``(out, weights, cache)`` with ``weights`` the cached array itself (the
-    caller hands out a read-only view or a copy).
-    """
-    assert q.shape[-1] == k.shape[-1] and k.shape[-2] == v.shape[-2], (q.shape, k.shape, v.shape)
+    check_attention_call(q, k, v, mask, dropout_p, rng)
     xp = array_namespace(q)
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
     if mask is not None:
         # 0. keys hidden from every query are zeroed: their weight is exactly 0, and 0 * NaN would still be NaN
         dead = dead_keys(mask)[..., None]  # (..., S, 1)
         k, v = xp.where(dead, 0.0, k), xp.where(dead, 0.0, v)  # (B, h, S, d_k), (B, h, S, d_v)
-    # 1. similarity of every query with every key
-    scores = xp.matmul(q, k.mT)  # (B, h, T, d_k) @ (B, h, d_k, S) -> (B, h, T, S)
-    # 2. scale by 1/sqrt(d_k), in place on the fresh GEMM result
-    scores *= scale
+    # 1. scale the queries by 1/sqrt(d_k) before the product (float16 scores could overflow before a later scaling)
+    qs = q * scale  # (B, h, T, d_k)
+    # 2. similarity of every query with every key
+    scores = xp.matmul(qs, k.mT)  # (B, h, T, d_k) @ (B, h, d_k, S) -> (B, h, T, S)
     # 3. a float mask is added; a bool mask is applied inside the softmax
     bool_mask = None
     if mask is not None and mask.dtype == xp.bool:
         bool_mask = mask
     elif mask is not None:
         scores = add_mask(scores, cast_mask(mask, scores.dtype))  # without overflow
-    weights = masked_softmax(scores, bool_mask, overwrite_input=True)  # (B, h, T, S)
+    _, sm_cache = softmax_forward(scores, bool_mask)
+    weights = sm_cache.probs  # (B, h, T, S), the cached array (the caller gets a read-only view or a copy)
     # 4. dropout on the weights, rescaled by 1/(1-p) so the expectation is kept
     keep, dropped = None, weights
     if dropout_p > 0.0:
@@ -113,7 +109,7 @@ def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
         dropped = weights * keep
     # 5. weighted sum of the values
     out = xp.matmul(dropped, v)  # (B, h, T, S) @ (B, h, S, d_v) -> (B, h, T, d_v)
-    return out, weights, AttentionCache(q, k, v, scale, SoftmaxCache(weights), keep, dropped)
+    return out, read_only(weights), AttentionCache(q, k, v, scale, sm_cache, keep, dropped)
 
 
 def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
@@ -134,10 +130,10 @@ def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
     dweights = ddropped * keep if keep is not None else ddropped
     # step 3 was: mask + softmax -> masked entries get zero gradient
     dscores = softmax_backward(dweights, sm_cache)  # (B, h, T, S)
-    # step 2 was: * scale (dscores is our own array, so scale it in place)
-    dscores *= scale
-    # step 1 was: q @ k^T
-    dq = xp.matmul(dscores, k)  # (B, h, T, S) @ (B, h, S, d_k) -> (B, h, T, d_k)
-    dk = xp.matmul(dscores.mT, q)  # (B, h, S, T) @ (B, h, T, d_k) -> (B, h, S, d_k)
+    # step 2 was: (q * scale) @ k^T
+    dqs = xp.matmul(dscores, k)  # (B, h, T, S) @ (B, h, S, d_k) -> (B, h, T, d_k)
+    dk = xp.matmul(dscores.mT, q) * scale  # (B, h, S, T) @ (B, h, T, d_k) -> (B, h, S, d_k)
+    # step 1 was: q * scale
+    dq = dqs * scale  # (B, h, T, d_k)
     # step 0 was: zero the keys hidden from every query -> their weights are 0, so dk and dv are 0 there already
     return dq, dk, dv

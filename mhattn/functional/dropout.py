@@ -2,15 +2,14 @@
 
 Kept entries are scaled by ``1/(1-p)`` during training so nothing changes at test time.
 The mask is drawn on the host from a seeded ``numpy.random.Generator`` and moved explicitly to the
-input's device (:func:`mhattn.xp_extra.uniform`), so the same seed drops the same entries on every library.
+input's device (:func:`mhattn.backend.uniform`), so the same seed drops the same entries on every library.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace, read_only
-from mhattn.xp_extra import uniform
+from mhattn.backend import array_namespace, read_only, uniform
 
 
 class DropoutCache(NamedTuple):

@@ -3,7 +3,7 @@
 Vaswani et al. 2017, §3.4: learned embeddings map token ids to vectors of
 size d_model. Forward gathers rows ``W[ids]``; the same id may appear many
 times in a batch, so backward must *accumulate* every position's gradient
-into that id's row. :func:`mhattn.xp_extra.scatter_add` does the unbuffered add
+into that id's row. :func:`mhattn.backend.scatter_add` does the unbuffered add
 (``np.add.at`` on NumPy, the library's own elsewhere); ``dW[ids] += dout`` would
 keep only one of the repeated updates.
 """
@@ -13,8 +13,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace, device_of
-from mhattn.xp_extra import scatter_add
+from mhattn.backend import array_namespace, device_of, scatter_add
 
 
 class EmbeddingCache(NamedTuple):
@@ -27,7 +26,8 @@ def embedding_forward(ids, W):
     """Look up ``W[ids]``.
 
     Args:
-        ids: ``(B, T)`` integer array, values in ``[0, V)``, on ``W``'s device (B = 0 gives an empty output).
+        ids: ``(B, T)`` integer array of any integer dtype (uint8 to int64), values in ``[0, V)``, on ``W``'s
+            device (B = 0 gives an empty output).
         W: ``(V, d_model)`` float32/float64 embedding table.
 
     Returns:
@@ -41,10 +41,12 @@ def embedding_forward(ids, W):
     if not hasattr(ids, "dtype") or not xp.isdtype(ids.dtype, "integral"):
         raise TypeError(f"embedding: ids must be an integer array, got {getattr(ids, 'dtype', type(ids).__name__)}")
     V, d_model = W.shape
-    if math.prod(ids.shape) and bool(xp.any((ids < 0) | (ids >= V))):  # one device read, at the model's entry
-        raise ValueError(f"embedding: ids must lie in [0, {V}), got values in [{int(xp.min(ids))}, {int(xp.max(ids))}]")
+    # as int64: torch's index_select takes int32/int64 only (pytorch/pytorch#17346), and uint8 < V may not compare
+    flat = xp.astype(xp.reshape(ids, (-1,)), xp.int64)  # (B*T,)
+    if math.prod(ids.shape) and bool(xp.any((flat < 0) | (flat >= V))):  # one device read, at the model's entry
+        raise ValueError(f"embedding: ids must lie in [0, {V}), got values in [{int(xp.min(flat))}, {int(xp.max(flat))}]")
     # 1. gather one row per token
-    out = xp.take(W, xp.reshape(ids, (-1,)), axis=0)  # (B*T, d_model)
+    out = xp.take(W, flat, axis=0)  # (B*T, d_model)
     return xp.reshape(out, (*ids.shape, d_model)), EmbeddingCache(ids, W.shape, W.dtype)  # (B, T, d_model)
 
 
@@ -61,5 +63,5 @@ def embedding_backward(dout, cache: EmbeddingCache):
     xp = array_namespace(dout, cache.ids)
     dW = xp.zeros(cache.W_shape, dtype=cache.dtype, device=device_of(dout))  # (V, d_model)
     # step 1 was: gather rows -> scatter-add them back; repeated ids accumulate
-    ids = xp.reshape(cache.ids, (-1,))  # (B*T,)
+    ids = xp.astype(xp.reshape(cache.ids, (-1,)), xp.int64)  # (B*T,); any integer dtype (uint8 too)
     return scatter_add(xp, dW, ids, xp.reshape(dout, (-1, cache.W_shape[1])))  # (B*T, d_model) added into (V, d_model)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace
-from mhattn.xp_extra import exp_in_place, one_hot, pick_last
+from mhattn.backend import array_namespace, one_hot, pick_last
 
 
 class CrossEntropyCache(NamedTuple):
@@ -26,7 +25,8 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
 
     Args:
         logits: ``(..., C)`` float32/float64.
-        targets: ``(...)`` integers in ``[0, C)`` or ``ignore_index``, on ``logits``' device.
+        targets: ``(...)`` integers in ``[0, C)`` or ``ignore_index``, on ``logits``' device; any integer dtype
+            (compared as int64, so an unsigned target never equals a negative ``ignore_index``).
         ignore_index: targets equal to it add nothing to the loss or the gradient, whatever
             their row of logits holds (NaN and ±inf included).
 
@@ -45,7 +45,8 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
     if not xp.isdtype(targets.dtype, "integral"):
         raise TypeError(f"cross_entropy: targets must be an integer array, got {targets.dtype}")
     z = xp.reshape(logits, (-1, C))  # (N, C)
-    y = xp.reshape(targets, (-1,))  # (N,)
+    # as int64: an unsigned dtype would wrap ignore_index (-100 is 156 in uint8 on torch) and match a class
+    y = xp.astype(xp.reshape(targets, (-1,)), xp.int64)  # (N,)
     valid = y != ignore_index
     safe = xp.where(valid, y, 0)
     if y.shape[0] and (int(xp.min(safe)) < 0 or int(xp.max(safe)) >= C):
@@ -74,7 +75,7 @@ def cross_entropy_backward(dloss, cache: CrossEntropyCache):
     # step 1 was: log-softmax -> d/dz = softmax - onehot
     # step 0 was: ignored rows replaced by zeros -> their gradient is zero (the valid factor below)
     grad = cache.shifted - cache.logsumexp  # (N, C) log-softmax, formed here so an evaluation-only forward skips it
-    grad = exp_in_place(xp, grad)  # (N, C) softmax
+    grad = xp.exp(grad)  # (N, C) softmax
     grad = grad - one_hot(xp, cache.targets, grad.shape[1], grad.dtype)  # (N, C) softmax - onehot(y)
     grad *= (xp.astype(cache.valid, grad.dtype) * (float(dloss) / max(cache.count, 1)))[:, None]  # (N, 1)
     return xp.reshape(grad, cache.shape)

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn import executor
 from mhattn.backend import array_namespace, device_of, read_only
-from mhattn.functional.attention import AttentionCache, attend, scaled_dot_product_attention_backward
+from mhattn.functional.attention import (
+    AttentionCache,
+    scaled_dot_product_attention_backward,
+    scaled_dot_product_attention_forward,
+)
 from mhattn.functional.attention_tiled import TiledAttentionCache, tiled_attention_backward, tiled_attention_forward
 from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
 from mhattn.functional.masks import cast_mask, causal_mask, dead_keys, merge_masks
@@ -36,7 +39,6 @@ from mhattn.functional.split_heads import (
     split_heads_forward,
 )
 from mhattn.functional.validate import check_dropout, check_mha_inputs
-from mhattn.xp_extra import contiguous
 
 PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
 
@@ -50,47 +52,43 @@ class MHACache(NamedTuple):
     out_proj: LinearCache  # step 6
 
 
-def _merged_mask(query, key, attn_mask, key_padding_mask, num_heads):
-    """Step 0: ``attn_mask`` and ``key_padding_mask`` as one mask broadcastable to ``(B, h, T, S)``, or None."""
+def check_mha_call(query, key, value, params, num_heads, head_mask, dropout_p, rng, tiled) -> int:
+    """Every check of :func:`multi_head_attention_forward` (see its Raises), done once; returns ``num_heads`` as an
+    ``int``. The speed engine's twin runs the same."""
+    num_heads = check_mha_inputs(query, key, value, params, num_heads, head_mask)
+    check_dropout(dropout_p, rng)
+    if tiled and dropout_p > 0:
+        raise ValueError(f"tiled attention has no dropout (it never forms the weights); got dropout_p={dropout_p}")
+    return num_heads
+
+
+def merge_mha_masks(query, key, value, num_heads, attn_mask, key_padding_mask, is_causal, tiled):
+    """Step 0: ``(key, value, mask)``: one mask broadcastable to ``(B, h, T, S)`` (or None) from ``attn_mask``,
+    ``key_padding_mask`` and, on the plain path, ``is_causal`` (the tiled path skips the tiles above the diagonal
+    instead); ``key``/``value`` with the positions hidden from every head and query set to 0 (fresh arrays, so
+    NaN there cannot leak) when ``key`` is a separate array."""
     B, T, S = query.shape[0], query.shape[1], key.shape[1]
     mask = merge_masks(attn_mask, key_padding_mask, B, num_heads, T, S, query.dtype)
-    array_namespace(query, mask)  # the masks' library and device must be the inputs'
-    return mask
-
-
-def _add_causal(mask, query, key):
-    """The merged mask with key s > query t also masked (the plain path's ``is_causal``), on ``query``'s device."""
-    causal = causal_mask(query.shape[1], key.shape[1], array_namespace(query), device=device_of(query))  # (T, S)
-    if mask is None or mask.dtype == causal.dtype:
-        return causal if mask is None else mask | causal
-    return mask + cast_mask(causal, query.dtype)  # a fresh array: the caller's mask is not written
-
-
-def _zero_dead_keys(key, value, mask, num_heads):
-    """``key``/``value`` with the positions hidden from every head and query set to 0 (fresh arrays)."""
-    xp = array_namespace(key)
-    bhs = (key.shape[0], num_heads, key.shape[1])
-    dead = xp.all(xp.broadcast_to(dead_keys(mask), bhs), axis=1)[..., None]  # (B, S, 1)
-    zeroed_key = xp.where(dead, 0.0, key)  # (B, S, kdim)
-    return zeroed_key, (zeroed_key if value is key else xp.where(dead, 0.0, value))  # (B, S, vdim)
+    xp = array_namespace(query, mask)  # the masks' library and device must be the inputs'
+    if mask is not None and key is not query:
+        dead = xp.all(xp.broadcast_to(dead_keys(mask), (B, num_heads, S)), axis=1)[..., None]  # (B, S, 1)
+        zeroed = xp.where(dead, 0.0, key)  # (B, S, kdim)
+        key, value = zeroed, (zeroed if value is key else xp.where(dead, 0.0, value))  # (B, S, vdim)
+    if is_causal and not tiled:
+        causal = causal_mask(T, S, xp, device=device_of(query))  # (T, S)
+        if mask is None or mask.dtype == causal.dtype:
+            mask = causal if mask is None else mask | causal
+        else:
+            mask = mask + cast_mask(causal, query.dtype)  # a fresh array: the caller's mask is not written
+    return key, value, mask
 
 
 def _project_qkv(query, key, value, params):
-    """Step 1. Self-attention (one array for all three) uses one fused GEMM."""
-    W_q, W_k, W_v = params["W_q"], params["W_k"], params["W_v"]
-    b_q, b_k, b_v = params.get("b_q"), params.get("b_k"), params.get("b_v")
-    if key is query and value is query:
-        xp = array_namespace(query)
-        W_qkv = xp.concat([W_q, W_k, W_v], axis=1)  # (d_model, 3 d_model)
-        b_qkv = None if b_q is None else xp.concat([b_q, b_k, b_v])
-        qkv, _ = linear_forward(query, W_qkv, b_qkv)  # (B, T, 3 d_model)
-        Q, K, V = (qkv[..., i * W_q.shape[1] : (i + 1) * W_q.shape[1]] for i in range(3))
-    else:
-        Q, _ = linear_forward(query, W_q, b_q)  # (B, T, d_model)
-        K, _ = linear_forward(key, W_k, b_k)  # (B, S, d_model)
-        V, _ = linear_forward(value, W_v, b_v)  # (B, S, d_model)
-    caches = tuple(LinearCache(x, W, b is not None) for x, W, b in ((query, W_q, b_q), (key, W_k, b_k), (value, W_v, b_v)))
-    return (Q, K, V), caches
+    """Step 1: the three projections, one GEMM each."""
+    Q, q_cache = linear_forward(query, params["W_q"], params.get("b_q"))  # (B, T, d_model)
+    K, k_cache = linear_forward(key, params["W_k"], params.get("b_k"))  # (B, S, d_model)
+    V, v_cache = linear_forward(value, params["W_v"], params.get("b_v"))  # (B, S, d_model)
+    return (Q, K, V), (q_cache, k_cache, v_cache)
 
 
 def _split_qkv(Q, K, V, num_heads):
@@ -98,8 +96,7 @@ def _split_qkv(Q, K, V, num_heads):
     q, split = split_heads_forward(Q, num_heads)  # (B, h, T, d_k)
     k, _ = split_heads_forward(K, num_heads)  # (B, h, S, d_k)
     v, _ = split_heads_forward(V, num_heads)  # (B, h, S, d_k)
-    xp = array_namespace(q)  # each head's rows laid out together: step 3's per-head GEMMs run faster
-    return (contiguous(xp, q), contiguous(xp, k), contiguous(xp, v)), split
+    return (q, k, v), split
 
 
 def _per_head(head_mask):
@@ -132,7 +129,8 @@ def multi_head_attention_forward(
             ``W_v (vdim, d_model)``, ``W_o (d_model, d_model)`` and optionally
             ``b_q, b_k, b_v, b_o (d_model,)``; all of the inputs' dtype.
         num_heads: h; ``d_k = d_model // h``.
-        attn_mask: see :mod:`mhattn.functional.masks`; key_padding_mask: ``(B, S)``.
+        attn_mask: see :mod:`mhattn.functional.masks`; key_padding_mask: ``(B, S)``. Masks are constants: the
+            backward returns no gradient for them (as torch, pytorch/pytorch#148476).
         head_mask: ``(h,)`` or ``(B, h)`` multipliers ξ on each head's output.
         dropout_p, rng: dropout on the attention weights (see attention.py).
         tiled: step 3 by :mod:`mhattn.functional.attention_tiled` (no weights stored; no dropout).
@@ -154,16 +152,9 @@ def multi_head_attention_forward(
         :func:`mhattn.functional.validate.check_dropout` and :func:`mhattn.functional.masks.merge_masks`;
         ValueError for ``tiled`` with dropout. Arrays of two libraries: TypeError; on two devices: ValueError.
     """
-    check_mha_inputs(query, key, value, params, num_heads, head_mask)
-    check_dropout(dropout_p, rng)
-    if tiled and dropout_p > 0:
-        raise ValueError(f"tiled attention has no dropout (it never forms the weights); got dropout_p={dropout_p}")
+    num_heads = check_mha_call(query, key, value, params, num_heads, head_mask, dropout_p, rng, tiled)
     # 0. one mask; keys hidden from everything are zeroed (NaN there cannot leak)
-    mask = _merged_mask(query, key, attn_mask, key_padding_mask, num_heads)
-    if mask is not None and key is not query:
-        key, value = _zero_dead_keys(key, value, mask, num_heads)
-    if is_causal and not tiled:  # the tiled path skips the tiles above the diagonal instead
-        mask = _add_causal(mask, query, key)
+    key, value, mask = merge_mha_masks(query, key, value, num_heads, attn_mask, key_padding_mask, is_causal, tiled)
     # 1. the three projections
     (Q, K, V), proj = _project_qkv(query, key, value, params)  # (B, T|S, d_model)
     # 2. split d_model into h heads of d_k
@@ -172,7 +163,7 @@ def multi_head_attention_forward(
     if tiled:
         (heads, _, att), weights = tiled_attention_forward(q, k, v, mask, causal=is_causal), None  # (B, h, T, d_k)
     else:
-        heads, weights, att = executor.by_batch(attend, q, k, v, mask, dropout_p, rng, serial=dropout_p > 0)  # (B, h, T, d_k)
+        heads, weights, att = scaled_dot_product_attention_forward(q, k, v, mask, dropout_p, rng)  # (B, h, T, d_k)
     # 4. the head mask ξ scales each head's output
     masked = heads if head_mask is None else heads * _per_head(head_mask)  # (B, h, T, d_k)
     # 5. concat
@@ -200,7 +191,6 @@ def multi_head_attention_backward(dout, cache: MHACache):
     dconcat, grads["W_o"], db_o = linear_backward(dout, cache.out_proj)  # (B, T, d_model)
     # step 5 was: concat -> split the gradient back into heads
     dmasked = combine_heads_backward(dconcat, cache.split)  # (B, h, T, d_k)
-    dmasked = contiguous(array_namespace(dmasked), dmasked)
     # step 4 was: heads * ξ -> dξ = <dmasked, heads> per head; dheads = dmasked * ξ
     dhead_mask, dheads = None, dmasked
     if cache.head_mask is not None:
@@ -214,7 +204,7 @@ def multi_head_attention_backward(dout, cache: MHACache):
     if tiled:
         dq, dk, dv = tiled_attention_backward(dheads, cache.attention)  # (B, h, T|S, d_k)
     else:
-        dq, dk, dv = executor.by_batch(scaled_dot_product_attention_backward, dheads, cache.attention)
+        dq, dk, dv = scaled_dot_product_attention_backward(dheads, cache.attention)  # (B, h, T|S, d_k)
     # step 2 was: split into heads -> concat the head gradients
     dQ, dK, dV = (split_heads_backward(d, cache.split) for d in (dq, dk, dv))  # (B, T|S, d_model)
     # step 1 was: the three projections
@@ -225,3 +215,7 @@ def multi_head_attention_backward(dout, cache: MHACache):
         if db is not None:
             grads[name] = db
     return dquery, dkey, dvalue, grads, dhead_mask
+
+
+# the reference pair of step 2 of an encoder block; the speed engine offers a drop-in twin
+MHA_STEPS = (multi_head_attention_forward, multi_head_attention_backward)

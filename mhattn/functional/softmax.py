@@ -12,14 +12,23 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from mhattn.backend import array_namespace, broadcasts_to, read_only
-from mhattn.xp_extra import exp_in_place, max_last
 
 
 class SoftmaxCache(NamedTuple):
     probs: object  # (..., S) the forward output; the backward needs only this
 
 
-def softmax_forward(scores, mask=None, *, overwrite_input: bool = False):
+def check_softmax_inputs(scores, mask):
+    """The namespace of ``scores`` and ``mask``, once the mask is checked (see :func:`softmax_forward`'s Raises)."""
+    xp = array_namespace(scores, mask)
+    if mask is not None and mask.dtype != xp.bool:
+        raise TypeError(f"softmax: mask must be boolean (True = not allowed), got dtype {mask.dtype}")
+    if mask is not None and not broadcasts_to(mask.shape, scores.shape):
+        raise ValueError(f"softmax: mask of shape {mask.shape} does not broadcast to scores {scores.shape}")
+    return xp
+
+
+def softmax_forward(scores, mask=None):
     """Softmax over the last axis with an optional boolean mask.
 
     Args:
@@ -27,46 +36,29 @@ def softmax_forward(scores, mask=None, *, overwrite_input: bool = False):
             array-api-strict); ``-inf`` entries count as masked.
         mask: bool, broadcastable to ``scores``, of ``scores``' namespace and device; True = not allowed
             (torch's convention).
-        overwrite_input: reuse ``scores``' memory for the result (callers that own it).
 
     Returns:
         ``(probs, cache)``; ``probs`` has the shape, dtype, namespace and device of ``scores``, rows sum
         to 1 (or to 0 for a row with nothing allowed). ``probs`` is read-only (a view
         of the cached array on NumPy, a copy elsewhere), so writing into it cannot change
-        what :func:`softmax_backward` returns.
+        what :func:`softmax_backward` returns. ``scores`` is not written.
 
     Raises:
         TypeError: ``mask`` is not boolean; ``scores`` and ``mask`` from two libraries.
         ValueError: ``mask`` does not broadcast to ``scores``' shape; the two on two devices.
     """
-    xp = array_namespace(scores, mask)
-    if mask is not None and mask.dtype != xp.bool:
-        raise TypeError(f"softmax: mask must be boolean (True = not allowed), got dtype {mask.dtype}")
-    if mask is not None and not broadcasts_to(mask.shape, scores.shape):
-        raise ValueError(f"softmax: mask of shape {mask.shape} does not broadcast to scores {scores.shape}")
-    probs = masked_softmax(scores, mask, overwrite_input=overwrite_input)
-    return read_only(probs), SoftmaxCache(probs)
-
-
-def masked_softmax(scores, mask=None, *, overwrite_input: bool = False):
-    """The steps of :func:`softmax_forward` on checked inputs; returns ``probs`` ``(..., S)`` (writable, fresh
-    unless ``overwrite_input``). No device synchronisation: every step is an array op.
-    """
-    xp = array_namespace(scores)
+    xp = check_softmax_inputs(scores, mask)
     # 1. masked entries are replaced by -inf, so exp gives exactly 0
-    if mask is not None:
-        z = xp.where(mask, -xp.inf, scores)  # a Python float keeps scores' dtype
-    else:
-        z = scores if overwrite_input else xp.asarray(scores, copy=True)
+    z = scores if mask is None else xp.where(mask, -xp.inf, scores)  # (..., S); a Python float keeps the dtype
     # 2. subtract the row maximum (a row that is all -inf uses 0 instead)
-    m = max_last(xp, z)  # (..., 1) = xp.max(z, axis=-1, keepdims=True)
-    z -= xp.where(xp.isfinite(m), m, 0.0)
-    # 3. exponentiate (xp.exp, into z's own memory where the library can)
-    z = exp_in_place(xp, z)  # (..., S)
+    m = xp.max(z, axis=-1, keepdims=True)  # (..., 1)
+    z = z - xp.where(xp.isfinite(m), m, 0.0)  # (..., S), a fresh array
+    # 3. exponentiate
+    z = xp.exp(z)  # (..., S)
     # 4. normalise; an all-masked row has sum 0 and stays all 0
     s = xp.sum(z, axis=-1, keepdims=True)  # (..., 1)
-    z /= xp.where(s == 0, 1.0, s)
-    return z
+    probs = z / xp.where(s == 0, 1.0, s)  # (..., S)
+    return read_only(probs), SoftmaxCache(probs)
 
 
 def softmax_backward(dprobs, cache: SoftmaxCache):
@@ -83,6 +75,4 @@ def softmax_backward(dprobs, cache: SoftmaxCache):
     xp = array_namespace(dprobs, p)
     # steps 4-1 together: the full Jacobian diag(p) - p p^T applied to dprobs
     dot = xp.sum(dprobs * p, axis=-1, keepdims=True)  # (..., 1)
-    dz = dprobs - dot
-    dz *= p
-    return dz
+    return p * (dprobs - dot)  # (..., S)

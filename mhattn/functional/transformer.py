@@ -25,6 +25,7 @@ from mhattn.functional.encoder import BLOCK_PARAM_NAMES, encoder_block_backward,
 from mhattn.functional.layernorm import LayerNormCache, layernorm_backward, layernorm_forward
 from mhattn.functional.linear import linear_backward, linear_forward
 from mhattn.functional.masks import causal_mask
+from mhattn.functional.mha import MHA_STEPS
 from mhattn.functional.positional import PositionalCache, positional_encoding_backward, positional_encoding_forward
 
 
@@ -43,7 +44,17 @@ def block_params(params, layer):
 
 
 def transformer_forward(
-    ids, params, num_heads, num_layers, num_outputs, *, causal=False, head_mask=None, dropout_p=0.0, rng=None
+    ids,
+    params,
+    num_heads,
+    num_layers,
+    num_outputs,
+    *,
+    causal=False,
+    head_mask=None,
+    dropout_p=0.0,
+    rng=None,
+    attention=MHA_STEPS,
 ):
     """Run the model.
 
@@ -55,6 +66,7 @@ def transformer_forward(
         causal: mask future keys (language modelling).
         head_mask: ``(L, h)`` or ``(L, B, h)`` multipliers ξ, or ``None``.
         dropout_p, rng: dropout after the embedding and on each sub-layer output.
+        attention: each block's multi-head attention pair (see :func:`~mhattn.functional.encoder.encoder_block_forward`).
 
     Returns:
         ``(logits, weights, cache)``: ``logits`` a tuple of K arrays ``(B, T, C_k)``;
@@ -77,7 +89,14 @@ def transformer_forward(
     for layer in range(num_layers):
         xi = None if head_mask is None else head_mask[layer, ...]
         x, w, c = encoder_block_forward(
-            x, block_params(params, layer), num_heads, attn_mask=mask, head_mask=xi, dropout_p=dropout_p, rng=rng
+            x,
+            block_params(params, layer),
+            num_heads,
+            attn_mask=mask,
+            head_mask=xi,
+            dropout_p=dropout_p,
+            rng=rng,
+            attention=attention,
         )
         blocks.append(c)
         weights.append(w)
@@ -92,8 +111,8 @@ def transformer_forward(
     return tuple(logits), tuple(weights), TransformerCache(emb, pos, drop, tuple(blocks), ln_f, tuple(heads))
 
 
-def transformer_backward(dlogits, cache: TransformerCache):
-    """Gradients of :func:`transformer_forward`.
+def transformer_backward(dlogits, cache: TransformerCache, attention=MHA_STEPS):
+    """Gradients of :func:`transformer_forward` (``attention``: the pair the forward ran).
 
     Args:
         dlogits: a sequence of K arrays ``(B, T, C_k)`` (``None`` for a classifier without loss).
@@ -116,7 +135,7 @@ def transformer_backward(dlogits, cache: TransformerCache):
     # step 4 was: the blocks, last to first
     dhead_mask = [None] * len(cache.blocks)
     for layer in reversed(range(len(cache.blocks))):
-        dx, g, dhead_mask[layer] = encoder_block_backward(dx, cache.blocks[layer])
+        dx, g, dhead_mask[layer] = encoder_block_backward(dx, cache.blocks[layer], attention)
         grads.update({f"blocks.{layer}.{n}": v for n, v in g.items()})
     # steps 3-1 were: dropout, + PE, embedding lookup
     dx = dropout_backward(dx, cache.drop)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 from mhattn.backend import array_namespace, is_array, is_ndarray_float
+from mhattn.backend.argtypes import as_integer
 
 WEIGHT_NAMES = ("W_q", "W_k", "W_v", "W_o")
 BIAS_NAMES = ("b_q", "b_k", "b_v", "b_o")
@@ -96,8 +97,9 @@ def check_params(params, num_heads):
             raise ValueError(f"{name} has shape {b.shape}, expected {(d_model,)}")
 
 
-def check_mha_inputs(query, key, value, params, num_heads, head_mask=None):
-    """Check the parameters, then ranks, trailing dimensions, batch sizes and dtypes of an MHA call.
+def check_mha_inputs(query, key, value, params, num_heads, head_mask=None) -> int:
+    """Check the parameters, then ranks, trailing dimensions, batch sizes and dtypes of an MHA call; returns
+    ``num_heads`` as a Python ``int`` (the one check of it: any ``numbers.Integral``, NumPy's too, dividing d_model).
 
     Raises:
         TypeError: a non-array or non-float input, a dtype that differs from the
@@ -105,8 +107,7 @@ def check_mha_inputs(query, key, value, params, num_heads, head_mask=None):
         ValueError: a wrong rank or dimension (the message gives the numbers); arrays on two devices.
         KeyError: a missing parameter.
     """
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int):
-        raise TypeError(f"num_heads must be an int, got {num_heads!r}")
+    num_heads = as_integer("num_heads", num_heads)  # any integer (np.int64 too); a bool or a float is refused
     check_params(params, num_heads)
     dtype = params["W_q"].dtype
     inputs = (("query", query, "W_q"), ("key", key, "W_k"), ("value", value, "W_v"))
@@ -132,6 +133,7 @@ def check_mha_inputs(query, key, value, params, num_heads, head_mask=None):
             raise ValueError(
                 f"head_mask has shape {head_mask.shape}; expected (h,)=({num_heads},) or (B, h)=({query.shape[0]}, {num_heads})"
             )
+    return num_heads
 
 
 def check_attention_inputs(q, k, v):

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mhattn.argtypes import number_in
+from mhattn.backend.argtypes import number_in
 from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, format_table, grade, to_json
 from mhattn.grade.sandbox import MISSING
 from mhattn.grade.spec import EXERCISES, find
@@ -36,7 +36,7 @@ MIN_MEMORY_MB = 256  # below this Python and NumPy cannot start: every exercise 
 def positive(kind, minimum=None):
     """An argparse type: ``kind(text)`` > 0 (or >= ``minimum``), else an error naming the option (exit 2).
 
-    Checked and phrased like every mhattn option (mhattn.argtypes.number_in): "must be an integer >= 1, got 0".
+    Checked and phrased like every mhattn option (mhattn.backend.argtypes.number_in): "must be an integer >= 1, got 0".
     """
     if minimum is not None:
         return number_in(kind, minimum)

@@ -12,7 +12,7 @@ built parameters. Listing those by hand always misses one, so the rule is the ot
   every name a function refers to, in its own module or imported from another, and the top-level code
   of each module it lives in (that runs on import);
 * :data:`UTILITIES`, whatever the exercise: where arrays live and generic array helpers (the array API
-  backend and its host arrays, ``xp_extra``'s scatter-add, one-hot and in-place helpers, the NumPy executor);
+  backend package: its arrays, host arrays, the scatter-add, one-hot and uniform helpers, the number checks);
   no step of the course is computed there.
 
 Every other mhattn module below the grader that defines a function or a class is *refused*
@@ -30,7 +30,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1]
 ABOVE = ("grade", "classroom", "commands", "cli", "__main__")  # mhattn.<name>: above the grader, or the grader
-UTILITIES = ("mhattn.backend", "mhattn.host", "mhattn.xp_extra", "mhattn.executor")
+UTILITIES = ("mhattn.backend", "mhattn.backend.arrays", "mhattn.backend.host", "mhattn.backend.extra", "mhattn.backend.argtypes")
 WORKER = "worker"  # in USES: the mhattn functions the worker's loss functions import (exercise 10)
 USES = {  # what each exercise's own file imports from mhattn (the skeleton in exercises_src/)
     "ex03_attention_forward": ("mhattn.functional:softmax_forward",),

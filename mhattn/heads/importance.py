@@ -127,8 +127,22 @@ def spearman(a, b, rtol=1e-5):
     vector: mhattn evaluates in float32, whose sums a CPU's BLAS kernel may order differently, moving
     the sixth or seventh digit (two heads of the shipped head-dropout model differ only there), and a
     rank should not depend on which kernel a machine picks. ``rtol=0`` ties only equal values.
+
+    NaN and ±inf (the head analysis marks heads already pruned with NaN) are left out pairwise: the correlation is
+    that of the pairs where both values are finite, and NaN when fewer than two such pairs remain (scipy's
+    ``nan_policy="omit"``; not 0.0, which would read as "no correlation", scipy/scipy#6530). A constant vector
+    gives 0.0.
+
+    Raises:
+        ValueError: ``a`` and ``b`` differ in length.
     """
     a, b = np.ravel(a).astype(float), np.ravel(b).astype(float)
+    if a.shape != b.shape:
+        raise ValueError(f"spearman: a has {a.size} values, b {b.size}")
+    finite = np.isfinite(a) & np.isfinite(b)
+    if finite.sum() < 2:
+        return float("nan")
+    a, b = a[finite], b[finite]
     ra, rb = _ranks(a, rtol), _ranks(b, rtol)
     ra, rb = ra - ra.mean(), rb - rb.mean()
     denom = np.sqrt((ra * ra).sum() * (rb * rb).sum())

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from mhattn.heads.prune import PruneSettings, gate_experiment, run_prune
 from mhattn.heads.report import ModelReport, model_report
+from mhattn.kernels import pool
 from mhattn.plots.png import png_bytes
 from mhattn.plots.pruning import FIGURES, figure_pngs  # matplotlib is imported only when a figure is drawn
 from mhattn.training import loop
@@ -31,8 +32,9 @@ BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THR
 
 
 def available_cpus() -> int:
-    """CPUs this process may run on (its affinity where the OS tells, else the CPU count)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """CPUs this process may run on: the engine's count (:func:`mhattn.kernels.pool.available_cpus`), which also
+    bounds its thread pool."""
+    return pool.available_cpus()
 
 
 def attention_pngs(name):

@@ -19,13 +19,11 @@ import numpy as np
 
 from mhattn.backend import array_namespace, device_of, to_numpy
 from mhattn.functional.embedding import embedding_forward
-from mhattn.functional.encoder import encoder_block_backward, encoder_block_forward
-from mhattn.functional.feedforward import feedforward_backward, feedforward_forward
+from mhattn.functional.encoder import block_tail_backward, block_tail_forward, encoder_block_backward, encoder_block_forward
 from mhattn.functional.layernorm import layernorm_backward, layernorm_forward
 from mhattn.functional.linear import linear_backward, linear_forward
 from mhattn.functional.masks import causal_mask
 from mhattn.functional.positional import positional_encoding_forward
-from mhattn.functional.split_heads import combine_heads_backward, combine_heads_forward
 from mhattn.functional.transformer import block_params
 from mhattn.heads.effects import direct_bias_shifts, direct_logits, effect_level
 from mhattn.nn.device import host_dtype
@@ -62,7 +60,9 @@ class HeadMaskEvaluator:
         x, _ = positional_encoding_forward(embedding_forward(ids, p["embed.W"])[0])  # (B, T, d_model)
         kept = []
         for layer in range(c.num_layers):
-            out, _, cache = encoder_block_forward(x, block_params(p, layer), c.num_heads, attn_mask=mask)
+            out, _, cache = encoder_block_forward(
+                x, block_params(p, layer), c.num_heads, attn_mask=mask, attention=self.model.attention_steps()
+            )
             kept.append((x, cache.attn.heads))  # (B, T, d_model), (B, h, T, d_k)
             x = out
         return kept
@@ -100,7 +100,9 @@ class HeadMaskEvaluator:
             if layer == first or frozen:
                 x, _ = _after_head_mask(x, kept[layer][1], xi, p)  # (B, T, d_model)
             else:
-                x, _, _ = encoder_block_forward(x, p, c.num_heads, attn_mask=_causal(c, x), head_mask=xi)
+                x, _, _ = encoder_block_forward(
+                    x, p, c.num_heads, attn_mask=_causal(c, x), head_mask=xi, attention=self.model.attention_steps()
+                )
         z, _ = layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])  # (B, T, d_model)
         return tuple(linear_forward(z, params[f"out.{k}.W"], params[f"out.{k}.b"])[0] for k in range(len(c.output_sizes)))
 
@@ -210,12 +212,12 @@ class HeadMaskEvaluator:
         c, params = self.model.cfg, self.params
         x, heads = kept[0]  # (b, T, d_model), (b, h, T, d_k) unmasked
         # forward: layer 0 from its head mask (steps 4-6 of MHA, then the rest of the block)
-        x, (split, out_proj, ln2, ff) = _after_head_mask(x, heads, xi[0, ...], block_params(params, 0))  # (b, T, d_model)
-        mask = _causal(c, x)
+        x, tail = _after_head_mask(x, heads, xi[0, ...], block_params(params, 0))  # (b, T, d_model)
+        mask, steps = _causal(c, x), self.model.attention_steps()
         blocks = []
         for layer in range(1, c.num_layers):
             x, _, cache = encoder_block_forward(
-                x, block_params(params, layer), c.num_heads, attn_mask=mask, head_mask=xi[layer, ...]
+                x, block_params(params, layer), c.num_heads, attn_mask=mask, head_mask=xi[layer, ...], attention=steps
             )
             blocks.append(cache)
         z, ln_f = layernorm_forward(x, params["ln_f.gamma"], params["ln_f.beta"])
@@ -229,12 +231,9 @@ class HeadMaskEvaluator:
         dx = layernorm_backward(dz, ln_f)[0]
         dxi = [None] * c.num_layers
         for layer in reversed(range(1, c.num_layers)):
-            dx, _, dxi[layer] = encoder_block_backward(dx, blocks[layer - 1])
-        dx1 = dx + layernorm_backward(feedforward_backward(dx, ff)[0], ln2)[0]
-        dmasked = combine_heads_backward(linear_backward(dx1, out_proj)[0], split)  # (b, h, T, d_k)
-        xp = array_namespace(dmasked, heads)
-        dxi[0] = xp.sum(dmasked * heads, axis=(2, 3))  # (b, h)
-        return xp.stack(dxi)
+            dx, _, dxi[layer] = encoder_block_backward(dx, blocks[layer - 1], steps)
+        dxi[0] = block_tail_backward(dx, tail)[1]  # (b, h)
+        return array_namespace(dxi[0]).stack(dxi)
 
 
 def _causal(cfg, x):
@@ -243,20 +242,13 @@ def _causal(cfg, x):
 
 
 def _after_head_mask(x, heads, xi, p):
-    """One encoder block from its head mask on: ``heads * ξ``, concat, ``W_o``, residual, LN2, feed-forward,
-    residual (the steps of :func:`~mhattn.functional.encoder.encoder_block_forward` after attention).
+    """One encoder block from its head mask on (:func:`~mhattn.functional.encoder.block_tail_forward`).
 
     Args:
         x: ``(B, T, d_model)`` the block's input; heads: ``(B, h, T, d_k)`` unmasked; xi: ``(h,)``,
             ``(B, h)`` or ``None``; p: the block's parameters (:func:`block_params`).
 
     Returns:
-        ``(out, (split, out_proj, ln2, ff))``: ``(B, T, d_model)`` and the caches the backward needs.
+        ``(out, cache)``: ``(B, T, d_model)`` and the tail's cache, for its backward.
     """
-    masked = heads if xi is None else heads * array_namespace(xi).reshape(xi, (*xi.shape, 1, 1))  # (B, h, T, d_k)
-    concat, split = combine_heads_forward(masked)  # (B, T, d_model)
-    m, out_proj = linear_forward(concat, p["attn.W_o"], p["attn.b_o"])
-    x1 = x + m
-    f, ln2 = layernorm_forward(x1, p["ln2.gamma"], p["ln2.beta"])
-    g, ff = feedforward_forward(f, p["ff.W1"], p["ff.b1"], p["ff.W2"], p["ff.b2"])
-    return x1 + g, (split, out_proj, ln2, ff)
+    return block_tail_forward(x, heads, xi, p)

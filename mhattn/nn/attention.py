@@ -1,7 +1,9 @@
 """``MultiHeadAttention``: a thin stateful wrapper around the functional steps.
 
-It holds ``params``, ``grads`` and the last forward's cache, and calls
-:func:`mhattn.functional.multi_head_attention_forward` / ``_backward``.
+It holds ``params``, ``grads`` and the last forward's cache, and calls one (forward, backward) pair: the reference
+steps :func:`mhattn.functional.multi_head_attention_forward` / ``_backward``, or, on plain NumPy float arrays, the
+speed engine's drop-in twins (:mod:`mhattn.kernels`), chosen in one visible branch (:func:`attention_steps`)
+as nanoGPT's ``if self.flash:``.
 Vaswani et al. 2017, §3.2.2; head mask ξ from Michel et al. 2019.
 """
 
@@ -12,21 +14,22 @@ import numbers
 
 import numpy as np
 
-from mhattn import executor
-from mhattn.argtypes import as_integer, as_real
+from mhattn import kernels
 from mhattn.backend import array_namespace, asarray, is_array, plain
+from mhattn.backend.argtypes import as_integer, as_real
 from mhattn.functional.mha import multi_head_attention_backward, multi_head_attention_forward
 from mhattn.nn.device import copy_into
 from mhattn.nn.init import init_mha_params
 from mhattn.nn.torch_io import host_params_from_torch, params_to_torch
 
 
-def _work(query, key, d_model) -> int:
-    """Multiply-adds of one forward: the four projections and the two attention products (0 for a bad input)."""
-    if len(getattr(query, "shape", ())) != 3 or len(getattr(key, "shape", ())) != 3:
-        return 0
-    (B, T, _), S = query.shape, key.shape[1]
-    return B * (2 * T + 2 * S) * d_model * d_model + 2 * B * T * S * d_model
+def attention_steps(engine: bool, *arrays):
+    """The multi-head attention pair ``(forward, backward)`` a call on ``arrays`` runs: the engine's
+    (:mod:`mhattn.kernels`) when ``engine`` is on and it takes the arrays (plain NumPy float32/float64), else the
+    reference steps (:mod:`mhattn.functional.mha`). Both have one signature and one cache, and give the same numbers."""
+    if engine and kernels.takes(*arrays):
+        return kernels.multi_head_attention_forward, kernels.multi_head_attention_backward
+    return multi_head_attention_forward, multi_head_attention_backward
 
 
 def _name(dtype) -> str:
@@ -50,6 +53,9 @@ class MultiHeadAttention:
         attention: "plain" stores the ``(B, h, T, S)`` weights; "tiled" never forms them
             (:mod:`mhattn.functional.attention_tiled`; needs ``need_weights=False`` and no dropout);
             "auto" (default) takes the tiled path when it may and ``B*h*T*S >= TILED_MIN_SCORES``.
+        engine: on plain NumPy float arrays run the speed engine (:mod:`mhattn.kernels`: threads, fused
+            projections; the same numbers to rounding); ``False`` runs the reference steps of
+            :mod:`mhattn.functional` on every library. The attribute may be changed at any time.
 
     Attributes:
         params: ``W_q (d_model, d_model)``, ``W_k (kdim, d_model)``, ``W_v (vdim, d_model)``,
@@ -73,7 +79,17 @@ class MultiHeadAttention:
     TILED_MIN_SCORES = 2**22
 
     def __init__(
-        self, d_model, num_heads, kdim=None, vdim=None, bias=True, dropout=0.0, dtype="float32", seed=None, attention="auto"
+        self,
+        d_model,
+        num_heads,
+        kdim=None,
+        vdim=None,
+        bias=True,
+        dropout=0.0,
+        dtype="float32",
+        seed=None,
+        attention="auto",
+        engine=True,
     ):
         self.d_model = as_integer("d_model", d_model, 1)
         self.num_heads = as_integer("num_heads", num_heads, 1)
@@ -91,7 +107,7 @@ class MultiHeadAttention:
             raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
         if attention not in ("auto", "plain", "tiled"):
             raise ValueError(f"attention must be 'auto', 'plain' or 'tiled', got {attention!r}")
-        self.attention = attention
+        self.attention, self.engine = attention, bool(engine)
         self.d_k = self.d_model // self.num_heads
         self.bias, self.dropout = bool(bias), float(dropout)
         init_seed, dropout_seed = np.random.SeedSequence(seed).spawn(2)
@@ -99,7 +115,7 @@ class MultiHeadAttention:
         self.params = {name: asarray(p) for name, p in host.items()}
         self.rng = np.random.default_rng(dropout_seed)  # dropout masks, drawn on the host
         self.grads, self.head_mask_grad = {}, None
-        self._cache, self._work = None, 0  # the last forward's cache and multiply-adds
+        self._cache, self._backward = None, None  # the last forward's cache, and the backward of its pair
 
     def forward(
         self,
@@ -151,14 +167,12 @@ class MultiHeadAttention:
         key = query if key is None else key
         value = key if value is None else value
         p = self.dropout if training else 0.0
-        work = _work(query, key, self.d_model)
-        with executor.pooled(work):  # NumPy: BLAS at one thread, one pool (large calls)
-            out, weights, self._cache = multi_head_attention_forward(
-                query, key, value, self.params, self.num_heads,
-                attn_mask=attn_mask, key_padding_mask=key_padding_mask, head_mask=head_mask,
-                dropout_p=p, rng=self.rng, tiled=self._use_tiled(query, key, need_weights, p), is_causal=is_causal,
-            )  # fmt: skip
-        self._work = work
+        forward, self._backward = attention_steps(self.engine, query, key, value, self.params["W_q"])
+        out, weights, self._cache = forward(
+            query, key, value, self.params, self.num_heads,
+            attn_mask=attn_mask, key_padding_mask=key_padding_mask, head_mask=head_mask,
+            dropout_p=p, rng=self.rng, tiled=self._use_tiled(query, key, need_weights, p), is_causal=is_causal,
+        )  # fmt: skip
         if not need_weights:
             return out, None
         # a copy: the cached weights must stay as they were for backward
@@ -207,8 +221,7 @@ class MultiHeadAttention:
             raise ValueError(f"dout must have the output's shape {tuple(shape)}, got {tuple(dout.shape)}")
         if dout.dtype != self._cache.out_proj.x.dtype:
             raise TypeError(f"dout has dtype {_name(dout.dtype)}, expected {self.dtype}")
-        with executor.pooled(2 * self._work):  # a backward does about twice its forward's products
-            dquery, dkey, dvalue, self.grads, self.head_mask_grad = multi_head_attention_backward(dout, self._cache)
+        dquery, dkey, dvalue, self.grads, self.head_mask_grad = self._backward(dout, self._cache)
         return dquery, dkey, dvalue
 
     def num_parameters(self) -> int:
@@ -238,5 +251,6 @@ class MultiHeadAttention:
     def __repr__(self):
         return (
             f"MultiHeadAttention(d_model={self.d_model}, num_heads={self.num_heads}, kdim={self.kdim}, "
-            f"vdim={self.vdim}, bias={self.bias}, dropout={self.dropout}, dtype='{self.dtype}', attention='{self.attention}')"
+            f"vdim={self.vdim}, bias={self.bias}, dropout={self.dropout}, dtype='{self.dtype}', attention='{self.attention}', "
+            f"engine={self.engine})"
         )

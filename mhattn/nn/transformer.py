@@ -11,10 +11,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from mhattn.argtypes import as_integer, as_real
 from mhattn.backend import array_namespace, asarray, plain
+from mhattn.backend.argtypes import as_integer, as_real
 from mhattn.functional.encoder import BLOCK_PARAM_NAMES
 from mhattn.functional.transformer import transformer_backward, transformer_forward
+from mhattn.nn.attention import attention_steps
 from mhattn.nn.device import copy_into, host_dtype
 from mhattn.nn.init import init_embedding, init_encoder_block, init_layernorm, init_linear
 
@@ -102,6 +103,8 @@ class TransformerModel:
         seed: seeds the initialisation and the dropout generator.
         dtype: "float32" or "float64".
         params: use these arrays (held, not copied) instead of a fresh initialisation.
+        engine: on NumPy float parameters run each block's attention on the speed engine (:mod:`mhattn.kernels`, the
+            same numbers to rounding); ``False``: the reference steps of :mod:`mhattn.functional` (attribute, any time).
 
     Raises:
         ValueError: a ``dtype`` (or a parameter's) other than float32 or float64: float16 models are refused,
@@ -115,8 +118,8 @@ class TransformerModel:
         after a backward with a head mask (ξ is an input: its gradient is not in ``grads``).
     """
 
-    def __init__(self, cfg: ModelConfig, seed=0, dtype="float32", params=None):
-        self.cfg = cfg
+    def __init__(self, cfg: ModelConfig, seed=0, dtype="float32", params=None, engine=True):
+        self.cfg, self.engine = cfg, bool(engine)
         init_seed, drop_seed = np.random.SeedSequence(seed).spawn(2)
         if params is None:
             self.params = init_params(cfg, np.random.default_rng(init_seed), check_model_dtype(dtype, "dtype"))
@@ -125,7 +128,12 @@ class TransformerModel:
                 check_model_dtype(host_dtype(p), f"parameter {name}")
             self.params = params
         self.rng = np.random.default_rng(drop_seed)
-        self.grads, self.head_mask_grad, self._cache = {}, None, None
+        self.grads, self.head_mask_grad, self._cache, self._steps = {}, None, None, None
+
+    def attention_steps(self):
+        """The multi-head attention pair every block runs: the engine's or the reference's
+        (:func:`mhattn.nn.attention.attention_steps`, on the parameters' arrays)."""
+        return attention_steps(self.engine, self.params["embed.W"])
 
     def forward(self, ids, *, head_mask=None, training=False):
         """Run the model on ``ids`` ``(B, T)`` (integers in ``[0, vocab_size)``).
@@ -137,10 +145,10 @@ class TransformerModel:
         Returns:
             ``(logits, weights)``: a tuple of K arrays ``(B, T, C_k)`` and a tuple of L arrays ``(B, h, T, T)``.
         """
-        c = self.cfg
+        c, self._steps = self.cfg, self.attention_steps()
         logits, weights, self._cache = transformer_forward(
             plain(ids), self.params, c.num_heads, c.num_layers, len(c.output_sizes), causal=c.causal, head_mask=head_mask,
-            dropout_p=c.dropout if training else 0.0, rng=self.rng,
+            dropout_p=c.dropout if training else 0.0, rng=self.rng, attention=self._steps,
         )  # fmt: skip
         return logits, weights
 
@@ -150,7 +158,7 @@ class TransformerModel:
         """Fill :attr:`grads` (and :attr:`head_mask_grad`) from the classifiers' gradients."""
         if self._cache is None:
             raise RuntimeError("backward() called before forward(): there is nothing to differentiate")
-        self.grads, dmask = transformer_backward(dlogits, self._cache)
+        self.grads, dmask = transformer_backward(dlogits, self._cache, self._steps)
         self.head_mask_grad = None if dmask[0] is None else array_namespace(*dmask).stack(dmask)  # (L, ...)
         return self.grads
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -58,6 +59,9 @@ def save_checkpoint(path, model: TransformerModel, task_meta: dict, training: di
 
     ``task_meta`` and ``training`` are JSON data; NumPy numbers in them are written as Python numbers.
 
+    Two saves of one path at once (threads or processes) each write their own temporary file and rename it into
+    place: the file holds one of them whole, and neither raises.
+
     Raises:
         TypeError: metadata that is not JSON data (nothing is written).
     """
@@ -66,11 +70,14 @@ def save_checkpoint(path, model: TransformerModel, task_meta: dict, training: di
     arrays = {f"param/{n}": to_numpy(p) for n, p in model.params.items()}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    # a temporary name of this save's own (two saves of one path at once must not share one), then an atomic rename
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp)
     try:
-        with open(tmp, "wb") as fh:
+        with os.fdopen(fd, "wb") as fh:
             np.savez_compressed(fh, meta=np.array(meta_json), **arrays)
-        os.replace(tmp, path)  # readers never see a half-written file
+        os.chmod(tmp, 0o644)  # mkstemp makes the file 0600; a checkpoint is readable as a plain open() would make it
+        os.replace(tmp, path)  # readers never see a half-written file; the last save wins whole
     finally:
         tmp.unlink(missing_ok=True)  # nothing stray when writing or renaming failed
     return path

@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from mhattn.argtypes import as_real
 from mhattn.backend import array_namespace, asarray
+from mhattn.backend.argtypes import as_real
 from mhattn.functional.losses import cross_entropy_backward, cross_entropy_forward
 from mhattn.nn.device import host_dtype
 from mhattn.nn.transformer import ModelConfig, TransformerModel

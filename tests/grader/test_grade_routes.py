@@ -87,9 +87,10 @@ def test_the_tiled_routes_of_the_issue_are_refused():
 def test_the_call_graph_follows_aliases_re_exports_and_local_imports():
     """A few edges a wrong graph would miss: module aliases, package re-exports, imports inside a function."""
     sdpa = "mhattn.functional.attention:scaled_dot_product_attention_forward"
-    assert not routes.reaches(sdpa, ["mhattn.functional:softmax_forward"])  # it calls masked_softmax, not softmax_forward
-    assert routes.reaches(sdpa, ["mhattn.functional.softmax:masked_softmax"])
-    assert "mhattn.executor" in routes.needed("ex10_random_removal")  # tiled calls executor.<helper> (a module alias)
+    assert routes.reaches(sdpa, ["mhattn.functional:softmax_forward"])  # the softmax step's one entry (issue 33)
+    assert not routes.reaches(sdpa, ["mhattn.functional.mha:multi_head_attention_forward"])
+    mha = "mhattn.nn.attention:MultiHeadAttention"
+    assert routes.reaches(mha, ["mhattn.kernels.pool:matmul"])  # the engine calls pool.<helper> (a module alias)
     assert "mhattn.functional.mha" in {n.partition(":")[0] for n in routes.closure(["mhattn.nn.attention:MultiHeadAttention"])}
     assert "mhattn.plots.attention" in {n.partition(":")[0] for n in routes.closure(["mhattn.heads.jobs:attention_pngs"])}
 

@@ -3,7 +3,9 @@
 Each claim: outputs and gradients equal the plain path's (float64 to 1e-10, float32 to
 1e-5 relative) under every mask kind and tile size; the log-sum-exp is the row's; the
 backward passes a centred-difference check; causal tiles above the diagonal are never
-computed. MultiHeadAttention's switch between the two paths: test_attention_switch.py.
+computed. MultiHeadAttention's switch between the two paths: test_attention_switch.py. The engine's twin
+(:mod:`mhattn.kernels.tiled`): its own claims here (threads, L2-sized tiles, the skipped shift), its equality with
+this reference in test_engine.py.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import pytest
 from xp_testing import xp_assert_close, xp_assert_equal
 
 import mhattn
-from mhattn import executor
 from mhattn.functional import attention_tiled as tiled_mod
 from mhattn.functional.attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
 from mhattn.functional.attention_tiled import tiled_attention_backward, tiled_attention_forward
 from mhattn.gradcheck import check_backward, rel_error
+from mhattn.kernels import pool
+from mhattn.kernels import tiled as engine
 
 B, h, T, S, D = 2, 3, 13, 11, 4
 
@@ -69,15 +72,15 @@ def test_same_output_and_gradients_as_the_plain_path(backend, dtype, tol, kind, 
 def test_the_max_shift_is_skipped_exactly_when_every_score_is_small(monkeypatch, dtype, tol, big, kind, large):
     q, k, v, dout = _inputs(np, dtype)
     q = q * big if large else q  # large: |q| max|k| / sqrt(d_k) above NO_SHIFT_BOUND (exp(S) could overflow)
-    shifts, real = [], tiled_mod._exp_tile
-    monkeypatch.setattr(tiled_mod, "_exp_tile", lambda xp, s, m, shift: shifts.append(shift) or real(xp, s, m, shift))
+    shifts, real = [], engine._exp_tile
+    monkeypatch.setattr(engine, "_exp_tile", lambda s, m, shift: shifts.append(shift) or real(s, m, shift))
     mask = _mask(kind, np, dtype)
     out, _, cache = scaled_dot_product_attention_forward(q, k, v, mask)
-    out_t, _, cache_t = tiled_attention_forward(q, k, v, mask, block_q=4, block_k=3)
+    out_t, _, cache_t = engine.tiled_attention_forward(q, k, v, mask, block_q=4, block_k=3)
     assert any(shifts) == (large or kind == "float")  # decided per query block
     assert all(shifts) or kind != "float"  # a float mask may add anything: always shifted
     grads, grads_t = (
-        f(dout, c) for f, c in ((scaled_dot_product_attention_backward, cache), (tiled_attention_backward, cache_t))
+        f(dout, c) for f, c in ((scaled_dot_product_attention_backward, cache), (engine.tiled_attention_backward, cache_t))
     )
     for name, a, b in zip(("out", "dq", "dk", "dv"), (out, *grads), (out_t, *grads_t), strict=True):
         assert rel_error(a, b) <= tol, f"{name}: {rel_error(a, b):.2e}"
@@ -133,10 +136,10 @@ def test_causal_skips_the_tiles_above_the_diagonal(monkeypatch):
 
 def test_threads_and_one_worker_agree_exactly():
     q, k, v, dout = _inputs(np, "float32")
-    one = tiled_attention_forward(q, k, v, workers=1, block_q=4)
-    two = tiled_attention_forward(q, k, v, workers=2, block_q=4)
+    one = engine.tiled_attention_forward(q, k, v, workers=1, block_q=4)
+    two = engine.tiled_attention_forward(q, k, v, workers=2, block_q=4)
     xp_assert_equal(one[0], two[0])
-    for a, b in zip(tiled_attention_backward(dout, one[2]), tiled_attention_backward(dout, two[2]), strict=True):
+    for a, b in zip(engine.tiled_attention_backward(dout, one[2]), engine.tiled_attention_backward(dout, two[2]), strict=True):
         xp_assert_equal(a, b)
 
 
@@ -144,12 +147,12 @@ def test_calls_from_several_threads_at_once_share_the_kept_pools_safely():
     import threading
 
     q, k, v, _ = _inputs(np, "float32")
-    ref = tiled_attention_forward(q, k, v, workers=1, block_q=4)[0]
+    ref = engine.tiled_attention_forward(q, k, v, workers=1, block_q=4)[0]
     bad = []
 
     def call(workers):
         for _ in range(3):
-            bad.append(not np.array_equal(tiled_attention_forward(q, k, v, workers=workers, block_q=4)[0], ref))
+            bad.append(not np.array_equal(engine.tiled_attention_forward(q, k, v, workers=workers, block_q=4)[0], ref))
 
     threads = [threading.Thread(target=call, args=(w,)) for w in (2, 3, 2, 3)]
     for t in threads:
@@ -208,10 +211,10 @@ def test_the_generic_branch_gives_the_numpy_numbers(backend, kind, causal):
 )  # fmt: skip
 def test_numpy_default_key_tile_fills_half_the_l2_at_most(monkeypatch, l2, dtype, S, block_k):
     """A (256, block_k) score tile takes at most half of one core's L2: 512 float32 keys for 1 MiB, 1024 for 2 MiB."""
-    monkeypatch.setattr(executor, "_L2", [l2])
+    monkeypatch.setattr(pool, "_L2", [l2])
     q = np.zeros((1, 2, 8, 4), dtype)
-    assert executor.plan_blocks(np, q, S, None, None, None)[:2] == (256, block_k)
-    assert executor.plan_blocks(np, q, S, 16, 7, 1) == (16, 7, 1)  # explicit sizes are kept
+    assert pool.plan_blocks(q, S, None, None, None)[:2] == (256, block_k)
+    assert pool.plan_blocks(q, S, 16, 7, 1) == (16, 7, 1)  # explicit sizes are kept
 
 
 def test_l2_size_comes_from_sysfs_level_2_or_the_documented_fallback(monkeypatch, tmp_path):
@@ -219,25 +222,25 @@ def test_l2_size_comes_from_sysfs_level_2_or_the_documented_fallback(monkeypatch
         (tmp_path / entry).mkdir()
         (tmp_path / entry / "level").write_text(f"{level}\n")
         (tmp_path / entry / "size").write_text(f"{size}\n")
-    real_listdir, real_open = executor.os.listdir, open
+    real_listdir, real_open = pool.os.listdir, open
 
     def redirect(path):
         return str(path).replace("/sys/devices/system/cpu/cpu0/cache", str(tmp_path))
 
-    monkeypatch.setattr(executor.os, "listdir", lambda path: real_listdir(redirect(path)))
+    monkeypatch.setattr(pool.os, "listdir", lambda path: real_listdir(redirect(path)))
     monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(redirect(path), *a, **k))
-    monkeypatch.setattr(executor, "_L2", [])
-    assert executor.l2_bytes() == 1280 << 10
-    monkeypatch.setattr(executor.os, "listdir", lambda path: real_listdir(tmp_path / "missing"))
-    monkeypatch.setattr(executor, "_L2", [])
-    assert executor.l2_bytes() == executor.L2_FALLBACK == 1 << 20
+    monkeypatch.setattr(pool, "_L2", [])
+    assert pool.l2_bytes() == 1280 << 10
+    monkeypatch.setattr(pool.os, "listdir", lambda path: real_listdir(tmp_path / "missing"))
+    monkeypatch.setattr(pool, "_L2", [])
+    assert pool.l2_bytes() == pool.L2_FALLBACK == 1 << 20
 
 
 def test_long_rows_take_several_key_tiles_and_match_the_plain_path():
     rng = np.random.default_rng(8)
     q, k, v = (rng.standard_normal((1, 1, 3, 4)) for _ in range(3))
     k, v = (np.concatenate([a] * 700, axis=2) + rng.standard_normal((1, 1, 2100, 4)) for a in (k, v))  # S = 2100: 3 tiles
-    out, _, cache = tiled_attention_forward(q, k, v)
-    assert cache.block_k == executor.plan_blocks(np, q, 2100, None, None, None)[1] < 2100  # the L2-sized default
+    out, _, cache = engine.tiled_attention_forward(q, k, v)
+    assert cache.block_k == pool.plan_blocks(q, 2100, None, None, None)[1] < 2100  # the L2-sized default
     want, _, _ = scaled_dot_product_attention_forward(q, k, v)
     assert rel_error(out, want) < 1e-12

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from pathlib import Path
 
@@ -94,9 +95,26 @@ def test_the_count_skips_docstring_blank_and_comment_lines_and_the_checks_fail_p
     assert too_long_modules(package) == [f"pkg/big.py: {_function(41).count(chr(10)) + 290} lines"]
 
 
-def test_the_step_files_hold_no_numpy_branch():
-    """Issue 28: every NumPy-only branch lives in the backend layer; a step file reads ``xp.`` calls only."""
+def test_the_step_files_hold_no_numpy_branch_and_no_engine():
+    """Issues 28 and 33: a step file reads ``xp.`` calls only: no NumPy-only branch, and neither the engine, its
+    thread pool nor a speed helper is named there (the words themselves, as ``grep -rE`` would find them)."""
     steps = sorted((PACKAGE / "functional").glob("*.py"))
     assert len(steps) > 10
-    branching = [p.name for p in steps if "is_numpy" in p.read_text(encoding="utf-8")]
+    branching = [
+        p.name
+        for p in steps
+        if re.search(r"is_numpy|executor|kernels|xp_extra|threading|ThreadPool", p.read_text(encoding="utf-8"))
+    ]
     assert branching == []
+
+
+def test_the_version_is_written_once():
+    """Issue 33: ``mhattn.__version__`` is the one place; pyproject.toml reads it, the installed metadata agrees."""
+    import importlib.metadata
+
+    import mhattn
+
+    pyproject = (PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert not re.search(r"^version\s*=\s*\"", pyproject, flags=re.M) and 'dynamic = ["version"]' in pyproject
+    assert 'version = { attr = "mhattn.__version__" }' in pyproject
+    assert importlib.metadata.version("mhattn") == mhattn.__version__

@@ -1,12 +1,14 @@
-"""The NumPy executor: one pool per large call, BLAS held to one thread, results equal to the unpooled ones."""
+"""The engine's pool (mhattn.kernels.pool): one pool per large call, BLAS held to one thread, results equal to the
+unpooled ones; the pooled matmul is called by name and changes no one else's matmul (issue 33)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from mhattn import MultiHeadAttention, executor
-from mhattn.functional.attention_tiled import tiled_attention_forward
+from mhattn import MultiHeadAttention
+from mhattn.kernels import pool
+from mhattn.kernels.tiled import tiled_attention_forward
 
 threadpoolctl = pytest.importorskip("threadpoolctl")
 
@@ -15,11 +17,11 @@ threadpoolctl = pytest.importorskip("threadpoolctl")
 def two_threads(monkeypatch):
     """Every call pooled over two threads (whatever this machine's limit), and a record of the splits."""
     splits = []
-    real_map = executor._map
-    monkeypatch.setattr(executor, "thread_budget", lambda: 2)
-    monkeypatch.setattr(executor, "MIN_CALL_WORK", 0)
-    monkeypatch.setattr(executor, "MIN_GEMM_WORK", 0)
-    monkeypatch.setattr(executor, "_map", lambda job, items, n: (splits.append((len(items), n)), real_map(job, items, n)))
+    real_map = pool._map
+    monkeypatch.setattr(pool, "thread_budget", lambda: 2)
+    monkeypatch.setattr(pool, "MIN_CALL_WORK", 0)
+    monkeypatch.setattr(pool, "MIN_GEMM_WORK", 0)
+    monkeypatch.setattr(pool, "_map", lambda job, items, n: (splits.append((len(items), n)), real_map(job, items, n)))
     return splits
 
 
@@ -35,15 +37,15 @@ def test_pooled_call_equals_the_unpooled_one(monkeypatch, B, T, attention, dtype
     rng = np.random.default_rng(B * T)
     x, dout = (rng.standard_normal((B, T, 48)).astype(dtype) for _ in range(2))
     m = MultiHeadAttention(48, 4, dtype=np.dtype(dtype).name, seed=1, attention=attention)
-    monkeypatch.setattr(executor, "MIN_CALL_WORK", 1 << 62)  # never pooled
+    monkeypatch.setattr(pool, "MIN_CALL_WORK", 1 << 62)  # never pooled
     want = _fwd_bwd(m, x, dout, is_causal=True)
     splits = []
     with monkeypatch.context() as mp:
-        real_map = executor._map
-        mp.setattr(executor, "thread_budget", lambda: 2)
-        mp.setattr(executor, "MIN_CALL_WORK", 0)
-        mp.setattr(executor, "MIN_GEMM_WORK", 0)
-        mp.setattr(executor, "_map", lambda job, items, n: (splits.append(n), real_map(job, items, n)))
+        real_map = pool._map
+        mp.setattr(pool, "thread_budget", lambda: 2)
+        mp.setattr(pool, "MIN_CALL_WORK", 0)
+        mp.setattr(pool, "MIN_GEMM_WORK", 0)
+        mp.setattr(pool, "_map", lambda job, items, n: (splits.append(n), real_map(job, items, n)))
         got = _fwd_bwd(m, x, dout, is_causal=True)
     assert splits and all(n == 2 for n in splits)  # the work did go over the pool
     tol = 1e-5 if dtype == np.float32 else 1e-12
@@ -60,41 +62,41 @@ def test_pooled_call_equals_the_unpooled_one(monkeypatch, B, T, attention, dtype
 def test_split_matmul_is_numpys_matmul(two_threads, a_shape, b_shape):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
-    with executor.pooled():
-        got = executor.NUMPY.matmul(a, b)
+    with pool.pooled():
+        got = pool.matmul(a, b)
     assert got.shape == np.matmul(a, b).shape and np.allclose(got, np.matmul(a, b), rtol=1e-12, atol=1e-12)
     assert two_threads and two_threads[-1][1] == 2
 
 
 def test_pooled_call_holds_blas_to_one_thread_and_restores_it(two_threads):
     before = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
-    with executor.pooled():
+    with pool.pooled():
         inside = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
-        assert executor.workers() == 2
-    assert all(n == 1 for n in inside) and executor.workers() == 0
+        assert pool.workers() == 2
+    assert all(n == 1 for n in inside) and pool.workers() == 0
     assert [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"] == before
 
 
 def test_the_budget_honours_the_users_blas_limit_and_environment(monkeypatch):
     with threadpoolctl.threadpool_limits(1, user_api="blas"):
-        assert executor.thread_budget() == 1
-        with executor.pooled():
-            assert executor.workers() == 0  # a one-thread budget runs the call as it is
+        assert pool.thread_budget() == 1
+        with pool.pooled():
+            assert pool.workers() == 0  # a one-thread budget runs the call as it is
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert executor.thread_budget() == 1
+    assert pool.thread_budget() == 1
     monkeypatch.delenv("OMP_NUM_THREADS")
-    monkeypatch.setattr(executor.os, "sched_getaffinity", lambda pid: {0})
-    assert executor.thread_budget() == 1
+    monkeypatch.setattr(pool.os, "sched_getaffinity", lambda pid: {0})
+    assert pool.thread_budget() == 1
 
 
 def test_small_calls_are_not_pooled(monkeypatch):
-    monkeypatch.setattr(executor, "thread_budget", lambda: 2)
-    with executor.pooled(executor.MIN_CALL_WORK - 1):
-        assert executor.workers() == 0
+    monkeypatch.setattr(pool, "thread_budget", lambda: 2)
+    with pool.pooled(pool.MIN_CALL_WORK - 1):
+        assert pool.workers() == 0
 
 
 def test_tiled_workers_default_to_the_budget(monkeypatch):
-    monkeypatch.setattr(executor, "thread_budget", lambda: 1)
+    monkeypatch.setattr(pool, "thread_budget", lambda: 1)
     q = np.zeros((2, 3, 5, 4))
     assert tiled_attention_forward(q, q, q)[2].workers == 1
 
@@ -110,16 +112,17 @@ def _masks(rng, B, h, T):
 
 @pytest.mark.parametrize("which", range(4))
 def test_plain_attention_by_batch_equals_the_whole_batch(two_threads, which):
-    from mhattn.functional.attention import attend, scaled_dot_product_attention_backward
+    from mhattn.kernels.attention import attend
+    from mhattn.kernels.attention import attend_backward as scaled_dot_product_attention_backward
 
     rng = np.random.default_rng(which)
     q, k, v, dout = (rng.standard_normal((5, 3, 7, 4)) for _ in range(4))
     mask = _masks(rng, 5, 3, 7)[which]
     want = attend(q, k, v, mask)  # not pooled: one call
     want_grads = scaled_dot_product_attention_backward(dout, want[2])
-    with executor.pooled():
-        got = executor.by_batch(attend, q, k, v, mask, 0.0, None)
-        got_grads = executor.by_batch(scaled_dot_product_attention_backward, dout, got[2])
+    with pool.pooled():
+        got = pool.by_batch(attend, q, k, v, mask, 0.0, None)
+        got_grads = pool.by_batch(scaled_dot_product_attention_backward, dout, got[2])
     assert sum(n for n, _ in two_threads) >= 4  # the forward and the backward each went over the pool in two chunks
     for a, b in [*zip(want[:2], got[:2], strict=True), *zip(want_grads, got_grads, strict=True)]:
         assert b.shape == a.shape
@@ -133,8 +136,8 @@ def test_by_batch_keeps_dropout_in_one_call_and_the_callers_errstate(two_threads
     x = np.random.default_rng(0).standard_normal((4, 6, 16))
     want = m.forward(x, need_weights=False, training=True)[0]
     m.rng = np.random.default_rng(np.random.SeedSequence(3).spawn(2)[1])  # the same dropout draws again
-    with executor.pooled():
+    with pool.pooled():
         got = m.forward(x, need_weights=False, training=True)[0]
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-    with np.errstate(over="raise"), executor.pooled(), pytest.raises(FloatingPointError):
-        executor.by_batch(np.exp, np.full((4, 3), 1000.0))  # the chunks run under the caller's np.errstate
+    with np.errstate(over="raise"), pool.pooled(), pytest.raises(FloatingPointError):
+        pool.by_batch(np.exp, np.full((4, 3), 1000.0))  # the chunks run under the caller's np.errstate

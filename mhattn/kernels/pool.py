@@ -6,15 +6,14 @@ machine, issue 28). So a large call takes *one* model (:func:`pooled`): BLAS at 
 (threadpoolctl), and the work on one pool of threads, as scikit-learn does with threadpoolctl:
 
 - a 2-D GEMM ``(M, K) @ (K, N)`` in row blocks of ``M`` (or column blocks of ``N`` when ``N > M``), a batched
-  one by its leading axis (:func:`matmul`, NumPy's ``matmul`` in the namespace that
-  :func:`mhattn.backend.array_namespace` gives plain NumPy arrays);
+  one by its leading axis (:func:`matmul`, which the engine's steps call by name: nothing else's ``matmul`` changes);
 - plain attention's forward and backward in chunks of the batch, softmax passes included (:func:`by_batch`);
 - tiled attention's (batch, head) items (:func:`run_items`), with tiles sized to the L2 cache (:func:`plan_blocks`).
 
 The pool never exceeds the limit the user set (:func:`thread_budget`): threadpoolctl's current BLAS limit
 (``threadpool_limits(1)`` gives no pool), the ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS``/``MKL_NUM_THREADS``
 variables and the CPU affinity (``os.sched_getaffinity``). Results equal the serial ones to rounding: each block is
-the same GEMM on fewer rows. NumPy only; the step files in :mod:`mhattn.functional` hand work over, never see a thread.
+the same GEMM on fewer rows. NumPy only; the reference steps in :mod:`mhattn.functional` never see a thread.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ import contextlib
 import contextvars
 import os
 import threading
-import types
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -35,7 +33,14 @@ _POOLS = {}  # workers -> ThreadPoolExecutor, made once and kept (another call m
 _CONTROLLER = []  # [threadpoolctl.ThreadpoolController], made once: a scan of the loaded libraries costs 1-30 ms
 _LOCK = threading.Lock()
 _local = threading.local()  # .workers: the pool size while this thread runs a pooled call (0: not pooled)
-_ACTIVE = [0]  # pooled calls running in any thread
+ENGINE_DTYPES = (np.dtype("float32"), np.dtype("float64"))
+
+
+def takes(*arrays) -> bool:
+    """Whether the engine runs a call on these float arrays: each one a plain ``numpy.ndarray`` (no subclass) of
+    float32 or float64 (``None`` entries are skipped). Anything else (CuPy, torch, array-api-strict, float16, a
+    list) takes the reference, which also gives the errors for bad input."""
+    return all(a is None or (type(a) is np.ndarray and a.dtype in ENGINE_DTYPES) for a in arrays)
 
 
 def _controller():
@@ -58,12 +63,17 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         return _POOLS[workers]
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity where the OS tells, else the CPU count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def thread_budget() -> int:
     """The most threads a call may use: the smallest of the CPUs this process may run on, the BLAS/OpenMP
     environment variables that are set, and the BLAS libraries' current thread limits (threadpoolctl)."""
     if getattr(_local, "workers", 0):
         return _local.workers  # inside a pooled call BLAS is held to one thread on purpose
-    limits = [len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1]
+    limits = [available_cpus()]
     for var in _ENV:
         value = os.environ.get(var, "").split(",")[0].strip()
         if value.isdigit() and int(value) > 0:
@@ -85,8 +95,8 @@ _AS_IS = contextlib.nullcontext()
 def pooled(work: float = float("inf")):
     """Run the block as one pooled call when ``work`` (its multiply-adds) reaches :data:`MIN_CALL_WORK`.
 
-    Inside: BLAS at one thread, and :func:`matmul` and :func:`run_items` split their work over
-    :func:`thread_budget` threads. Nested blocks, small calls and a budget of one thread run as they are
+    Inside, in this thread only: BLAS at one thread, and :func:`matmul`, :func:`by_batch` and :func:`run_items`
+    split their work over :func:`thread_budget` threads. Nested blocks, small calls and a budget of one thread run as they are
     (a small call pays one comparison: an exercise-size MHA step takes ~200 µs).
     """
     if work < MIN_CALL_WORK or workers():
@@ -102,16 +112,9 @@ def _pooled():
         return
     limiter = _controller().limit(limits=1, user_api="blas")
     _local.workers = budget
-    with _LOCK:
-        _ACTIVE[0] += 1
-        NUMPY.matmul = matmul  # while no call is pooled, NUMPY.matmul is numpy.matmul itself: no cost when small
     try:
         yield
     finally:
-        with _LOCK:
-            _ACTIVE[0] -= 1
-            if not _ACTIVE[0]:
-                NUMPY.matmul = np.matmul
         _local.workers = 0
         limiter.restore_original_limits()
 
@@ -207,53 +210,6 @@ def matmul(a, b, /, **kwargs):
     return out
 
 
-def _reshape(x, /, shape, *, copy=None):
-    return x.reshape(shape) if copy is None and type(x) is np.ndarray else np.reshape(x, shape, copy=copy)
-
-
-def _sum(x, /, *, axis=None, dtype=None, keepdims=False, **kwargs):
-    if kwargs or type(x) is not np.ndarray:
-        return np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims, **kwargs)
-    if axis == -1 and dtype is None and x.ndim > 2 and 2 <= x.shape[-1] <= 128 and x.dtype in (np.float32, np.float64):
-        rows = x @ np.ones((x.shape[-1], 1), dtype=x.dtype)  # a GEMV: NumPy sums a short last axis row by row (3x)
-        return rows if keepdims else rows[..., 0]
-    return x.sum(axis=axis, dtype=dtype, keepdims=keepdims)
-
-
-def _permute_dims(x, /, axes):
-    return x.transpose(axes) if type(x) is np.ndarray else np.permute_dims(x, axes)
-
-
-# NumPy as :func:`mhattn.backend.array_namespace` gives plain NumPy arrays: NumPy's own objects in a module dict (a
-# lookup costs what ``np.<name>`` costs), except ``matmul`` (:func:`matmul` while a call is pooled) and three that skip
-# NumPy's Python dispatch by calling the array's method (``np.reshape`` costs 0.45 µs more, ``np.sum`` 1 µs,
-# ``np.permute_dims`` 0.3 µs: a tenth of an exercise-size step); ``sum`` over a short last axis of a stack of matrices
-# (attention rows) is a GEMV.
-NUMPY = types.ModuleType("numpy", np.__doc__)
-NUMPY.__dict__.update({k: v for k, v in vars(np).items() if not k.startswith("__") or k == "__version__"})
-NUMPY.__getattr__ = lambda name: getattr(np, name)
-NUMPY.matmul, NUMPY.reshape, NUMPY.sum, NUMPY.permute_dims = np.matmul, _reshape, _sum, _permute_dims  # matmul: see _pooled
-
-
-def is_numpy(xp) -> bool:
-    """Whether the namespace ``xp`` is NumPy (:data:`NUMPY`, NumPy itself or array-api-compat's wrapper)."""
-    return xp is NUMPY or xp is np or getattr(xp, "__name__", "") == "array_api_compat.numpy"
-
-
-def work_items(xp, q):
-    """Tiled attention's work items, index tuples into ``(B, h, ...)``: one (b, head) pair each on NumPy,
-    everything at once elsewhere (one GPU launch per op covers them all); none for an empty batch."""
-    B, h = q.shape[:2]
-    if is_numpy(xp):
-        return [(b, i) for b in range(B) for i in range(h)]
-    return [(slice(None), slice(None))] if B * h else []
-
-
-def at(idx, rows=slice(None)):
-    """The index of ``rows`` of work item ``idx`` in a ``(B, h, L, ...)`` array (the standard wants the ``...``)."""
-    return (*idx, rows, ...)
-
-
 L2_FALLBACK = 1 << 20  # bytes: when the OS does not say (not Linux, no sysfs), assume 1 MiB of L2 per core
 _L2 = []
 
@@ -279,22 +235,18 @@ def l2_bytes() -> int:
     return _L2[0]
 
 
-def plan_blocks(xp, q, S, block_q, block_k, n):
-    """Default tile sizes and thread count for tiled attention on ``q`` ``(B, h, T, d)`` over ``S`` keys.
+def plan_blocks(q, S, block_q, block_k, n):
+    """Default tile sizes and thread count for the engine's tiled attention on ``q`` ``(B, h, T, d)`` over ``S`` keys.
 
-    NumPy: query blocks of 256 and key tiles of ``bk`` keys with one ``(256, bk)`` score tile at most half the
+    Query blocks of 256 and key tiles of ``bk`` keys with one ``(256, bk)`` score tile at most half the
     L2 (:func:`l2_bytes`; the other half holds the K and V tiles and the dS buffer), a power of two from 128 to
     1024: 512 keys for 1 MiB of L2 in float32, 1024 for 2 MiB; at most ``S``. Threads: :func:`thread_budget`, at most
-    ``B*h``. Elsewhere one tile near 2**26 scores covers every (batch, head), with full key rows, on one thread.
+    ``B*h``. Sizes given (not None) are kept.
     """
-    N = q.shape[0] * q.shape[1]
-    if is_numpy(xp):
-        n = max(1, min(thread_budget(), N)) if n is None else n
-        if block_k is None:
-            block_k = 128
-            while block_k < 1024 and 256 * 2 * block_k * q.dtype.itemsize <= l2_bytes() // 2:
-                block_k *= 2
-            block_k = min(S, block_k)
-        return 256 if block_q is None else block_q, block_k, n
-    block_k = S if block_k is None else block_k
-    return max(64, min(q.shape[2], 2**26 // max(1, N * S))) if block_q is None else block_q, block_k, 1
+    n = max(1, min(thread_budget(), q.shape[0] * q.shape[1])) if n is None else n
+    if block_k is None:
+        block_k = 128
+        while block_k < 1024 and 256 * 2 * block_k * q.dtype.itemsize <= l2_bytes() // 2:
+            block_k *= 2
+        block_k = min(S, block_k)
+    return 256 if block_q is None else block_q, block_k, n

@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 
-def _library(a) -> str:
+def library_of(a) -> str:
     """The library of ``a``: ``"numpy"`` for any ``numpy.ndarray`` (subclasses such as ``np.memmap`` included)."""
     return "numpy" if isinstance(a, np.ndarray) else type(a).__module__.split(".")[0]
 
 
-def _numpy_kind(a) -> bool:
+def numpy_kind(a) -> bool:
     """Whether ``a`` is a NumPy array mhattn takes: ``ndarray`` or a subclass whose arithmetic is ndarray's
     (``np.memmap``, ``np.load(..., mmap_mode="r")``); not a masked array (its mask would be ignored) or an
     ``np.matrix`` (``*`` is a matrix product there)."""
@@ -30,7 +30,7 @@ def plain(a):
     """
     if type(a) is np.ndarray or not isinstance(a, np.ndarray):
         return a
-    return np.asarray(a) if _numpy_kind(a) else a
+    return np.asarray(a) if numpy_kind(a) else a
 
 
 def safe_to_share(host):
@@ -61,7 +61,7 @@ def to_numpy(x, *, copy: bool = False):
         return np.array(to_numpy(x), copy=True)
     if isinstance(x, (np.ndarray, np.generic)) or not hasattr(x, "shape"):
         return np.asarray(x)
-    library = _library(x)
+    library = library_of(x)
     if library == "cupy":
         return x.get()
     if library == "torch":

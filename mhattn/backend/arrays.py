@@ -2,10 +2,8 @@
 
 Ops never pick an array library themselves: they ask their inputs (``xp = array_namespace(x, W)``), as
 scikit-learn and SciPy do with ``array_api_compat.array_namespace``. Plain NumPy arrays get NumPy
-(NumPy 2 has the standard's names: ``concat``, ``permute_dims``, ``x.mT``, ``astype``, ``isdtype``) as
-:data:`mhattn.executor.NUMPY`: NumPy's own functions, with ``matmul`` pooled inside a large call and
-``reshape``/``sum``/``permute_dims`` by the array's methods, so the steps read ``xp.reshape`` at the
-speed of ``a.reshape``; any other array (CuPy, torch, array-api-strict) gets its array-api-compat namespace.
+itself (NumPy 2 has the standard's names: ``concat``, ``permute_dims``, ``x.mT``, ``astype``, ``isdtype``); any
+other array (CuPy, torch, array-api-strict) gets its array-api-compat namespace.
 New arrays are made on the inputs' device (``device=device_of(x)``).
 
 The *current backend* decides only where arrays made from nothing go: parameters, :func:`asarray` data,
@@ -13,10 +11,11 @@ loaded checkpoints. Choose it with :func:`set_backend`, :func:`use_backend` or `
 at import): ``"numpy"`` (default), ``"cupy"``, ``"torch"`` (``device="cpu"`` or ``"cuda"``) and
 ``"array_api_strict"`` (tests: ``device="device1"`` stands in for a GPU, refusing host conversion).
 
-The standard lacks a few things mhattn needs; each has one named helper in :mod:`mhattn.xp_extra` with one
-implementation per library and a generic one; how a NumPy call uses the cores is :mod:`mhattn.executor`'s;
-which NumPy arrays mhattn takes and how any array comes to the host (:func:`to_numpy`) is :mod:`mhattn.host`'s.
-These four modules hold every NumPy-only branch of mhattn; the steps in :mod:`mhattn.functional` have none.
+The standard lacks a few things mhattn needs; each has one named helper in :mod:`mhattn.backend.extra` with one
+implementation per library and a generic one; which NumPy arrays mhattn takes and how any array comes to the host
+(:func:`to_numpy`) is :mod:`mhattn.backend.host`'s. The package :mod:`mhattn.backend` holds every NumPy-only branch
+of the steps' arithmetic (the speed engine, :mod:`mhattn.kernels`, is NumPy-only as a whole); the steps in
+:mod:`mhattn.functional` have none.
 """
 
 from __future__ import annotations
@@ -28,8 +27,7 @@ from types import ModuleType
 
 import numpy as np
 
-from mhattn.executor import NUMPY, is_numpy  # noqa: F401 (is_numpy: re-exported for xp_extra)
-from mhattn.host import _library, _numpy_kind, plain, safe_to_share, to_numpy  # noqa: F401 (plain: re-exported)
+from mhattn.backend.host import library_of, numpy_kind, safe_to_share, to_numpy
 
 BACKENDS = ("numpy", "cupy", "torch", "array_api_strict")
 _current = "numpy"
@@ -135,8 +133,7 @@ def _arrays(arrays):
 
 
 def array_namespace(*arrays) -> ModuleType:
-    """The namespace of the arrays: NumPy (:data:`mhattn.executor.NUMPY`) for plain ``numpy.ndarray`` inputs, else
-    array-api-compat's.
+    """The namespace of the arrays: NumPy itself for ``numpy.ndarray`` inputs, else array-api-compat's.
 
     ``None`` and Python scalars are ignored; no array at all gives NumPy.
 
@@ -148,11 +145,11 @@ def array_namespace(*arrays) -> ModuleType:
         if a is not None and type(a) is not np.ndarray:
             break
     else:
-        return NUMPY
+        return np
     arrays = _arrays(arrays)
     if all(isinstance(a, np.ndarray) for a in arrays):  # subclasses (np.memmap) too: their arithmetic is NumPy's
-        return NUMPY
-    libraries = sorted({_library(a) for a in arrays})
+        return np
+    libraries = sorted({library_of(a) for a in arrays})
     if len(libraries) > 1:
         raise TypeError(
             f"arrays of two libraries in one call: {' and '.join(libraries)}; move them to one with "
@@ -166,7 +163,9 @@ def array_namespace(*arrays) -> ModuleType:
     return array_api_compat.array_namespace(*arrays)
 
 
-get_array_module = array_namespace  # the name CuPy's CPU/GPU-agnostic pattern uses
+def is_numpy(xp) -> bool:
+    """Whether the namespace ``xp`` is NumPy (NumPy itself, or array-api-compat's wrapper of it)."""
+    return xp is np or getattr(xp, "__name__", "") == "array_api_compat.numpy"
 
 
 def device_of(x):
@@ -227,14 +226,14 @@ def asarray(x, dtype=None, *, like=None):
     if like is None:
         library, xp, device = _current, current_array_module(), _device
     else:
-        library, xp, device = _library(like), array_namespace(like), device_of(like)
+        library, xp, device = library_of(like), array_namespace(like), device_of(like)
     if library == "numpy":
-        host = to_numpy(x) if _library(x) not in ("numpy", "builtins") else x
+        host = to_numpy(x) if library_of(x) not in ("numpy", "builtins") else x
         return np.asarray(host, dtype=None if dtype is None else np.dtype(dtype))
-    if _library(x) == library and (like is None or str(device_of(x)) == str(device)) and hasattr(x, "dtype"):
+    if library_of(x) == library and (like is None or str(device_of(x)) == str(device)) and hasattr(x, "dtype"):
         dt = None if dtype is None else _dtype_in(xp, dtype)
         return x if dt is None or x.dtype == dt else xp.astype(x, dt)
-    host = safe_to_share(to_numpy(x) if _library(x) != "builtins" else x)  # no negative stride, nothing read-only
+    host = safe_to_share(to_numpy(x) if library_of(x) != "builtins" else x)  # no negative stride, nothing read-only
     dt = _dtype_in(xp, host.dtype if dtype is None else dtype)
     return xp.asarray(host, dtype=dt, device=device)
 
@@ -262,8 +261,8 @@ def is_array(a) -> bool:
     if type(a) is np.ndarray:
         return True  # the common case first: one identity test (the checks run ~20 times per MHA step)
     if isinstance(a, np.ndarray):
-        return _numpy_kind(a)
-    if _library(a) not in ("cupy", "torch", "array_api_strict"):
+        return numpy_kind(a)
+    if library_of(a) not in ("cupy", "torch", "array_api_strict"):
         return False
     import array_api_compat
 
