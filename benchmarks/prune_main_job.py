@@ -1,8 +1,8 @@
 """Wall time of the main job, ``mhattn prune`` with its defaults, as a user runs it.
 
 Median of ``--runs`` runs of the whole command in a fresh process (imports, the shipped 4 x 12-head
-model's every layer, report and figure; the goal is a minute on 2 cores), optionally pinned to the first ``--cores`` CPUs, and, with
-``--compare REF``, the same for the package as it was at git ref REF, side by side::
+model's every layer, report and figure; the goal is a minute on 2 cores), optionally pinned to the first
+``--cores`` CPUs, and, with ``--compare REF``, the same for the package as it was at git ref REF, side by side::
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python benchmarks/prune_main_job.py --runs 3 --cores 2
 
