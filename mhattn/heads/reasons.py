@@ -118,6 +118,9 @@ class LayerReasons:
     heads_lower: Share | None  # subsets whose cost the later heads lower
     heads: str  # "compensate" / "amplify" / "unclear" / "none after"
     rest_part: Stat  # heads-only - direct: what the feed-forward layers and LayerNorms after the removal add
+    indirect_acc: Stat  # the same three differences in accuracy (fractions; < 0: the response costs accuracy)
+    heads_part_acc: Stat | None
+    rest_part_acc: Stat
     rest: str  # "repair" / "amplification" / "unclear"
     singles_lower_loss: Share
     singles_raise_acc: Share
@@ -185,7 +188,8 @@ def layer_reasons(layer: dict, num_layers: int) -> LayerReasons:
         indirect=(ind := stat(total - direct)), downstream=side(ind.ci, 0.0, "repair", "amplification"),
         heads_part=heads, heads_part_share=None if last else stat((total - frozen) / frozen), heads_lower=heads_lower,
         heads="none after" if last else side(heads.ci, 0.0, "compensate", "amplify"),
-        rest_part=rest, rest=side(rest.ci, 0.0, "repair", "amplification"), **_noise(layer, six),
+        rest_part=rest, rest=side(rest.ci, 0.0, "repair", "amplification"), **_accuracy_parts(six, last),
+        **_noise(layer, six),
     )  # fmt: skip
 
 
@@ -204,6 +208,14 @@ def _additive(c, k) -> dict:
     ratio = float(np.median(sums) / mean) if mean > 0 else 1.0
     return {"additive_median_over_mean": ratio, "additive_p5": float(np.percentile(sums, 5)),
             "additive_p95": float(np.percentile(sums, 95))}  # fmt: skip
+
+
+def _accuracy_parts(six, last) -> dict:
+    """The levels' differences in accuracy: total - direct, total - heads-only (None after the last layer),
+    heads-only - direct."""
+    total, frozen, direct = (six[lv]["dacc"] for lv in ("total", "heads-only", "direct"))
+    return {"indirect_acc": stat(total - direct), "heads_part_acc": None if last else stat(total - frozen),
+            "rest_part_acc": stat(frozen - direct)}  # fmt: skip
 
 
 def _noise(layer, six) -> dict:

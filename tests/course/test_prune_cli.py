@@ -40,7 +40,7 @@ def test_prune_with_no_options_asks_the_twelve_head_model_in_every_layer(report)
     last = layers[-1]  # no head reads the last layer: heads-only is the total there
     assert last["sixes"]["heads-only"] == last["sixes"]["total"]
     r0 = m["reasons"][0]
-    for key in ("six_dloss", "six_dacc", "pair_ratio", "pair_ratio_acc", "indirect", "median_over_mean"):
+    for key in ("six_dloss", "six_dacc", "pair_ratio", "pair_ratio_acc", "indirect", "indirect_acc", "median_over_mean"):
         assert {"median", "ci", "p5", "p95", "mean", "n"} <= set(r0[key]) and r0[key]["ci"][0] <= r0[key]["ci"][1]
     assert r0["overlap"] in ("supported", "not supported", "unclear") and r0["heads"] != "none after"
     assert m["reasons"][-1]["heads"] == "none after"
