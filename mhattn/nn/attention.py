@@ -18,8 +18,10 @@ from mhattn import kernels
 from mhattn.backend import array_namespace, asarray, is_array, plain
 from mhattn.backend.argtypes import as_integer, as_real
 from mhattn.functional.mha import multi_head_attention_backward, multi_head_attention_forward
+from mhattn.functional.validate import check_nested
 from mhattn.nn.device import copy_into
-from mhattn.nn.init import init_mha_params
+from mhattn.nn.init import init_kv_bias, init_mha_params
+from mhattn.nn.layout import layout_of
 from mhattn.nn.torch_io import host_params_from_torch, params_to_torch
 
 
@@ -90,6 +92,10 @@ class MultiHeadAttention:
         seed=None,
         attention="auto",
         engine=True,
+        *,
+        batch_first=True,
+        add_bias_kv=False,
+        add_zero_attn=False,
     ):
         self.d_model = as_integer("d_model", d_model, 1)
         self.num_heads = as_integer("num_heads", num_heads, 1)
@@ -107,15 +113,23 @@ class MultiHeadAttention:
             raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
         if attention not in ("auto", "plain", "tiled"):
             raise ValueError(f"attention must be 'auto', 'plain' or 'tiled', got {attention!r}")
+        for name, flag in (("batch_first", batch_first), ("add_bias_kv", add_bias_kv), ("add_zero_attn", add_zero_attn)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False, got {flag!r}")
+        self.batch_first, self.add_bias_kv, self.add_zero_attn = bool(batch_first), bool(add_bias_kv), bool(add_zero_attn)
         self.attention, self.engine = attention, bool(engine)
         self.d_k = self.d_model // self.num_heads
         self.bias, self.dropout = bool(bias), float(dropout)
         init_seed, dropout_seed = np.random.SeedSequence(seed).spawn(2)
-        host = init_mha_params(self.d_model, self.kdim, self.vdim, self.bias, self.dtype, np.random.default_rng(init_seed))
+        init_rng = np.random.default_rng(init_seed)
+        host = init_mha_params(self.d_model, self.kdim, self.vdim, self.bias, self.dtype, init_rng)
+        if self.add_bias_kv:  # drawn after the others: a module without them keeps its seeded values
+            host.update(init_kv_bias(self.d_model, self.dtype, init_rng))
         self.params = {name: asarray(p) for name, p in host.items()}
         self.rng = np.random.default_rng(dropout_seed)  # dropout masks, drawn on the host
         self.grads, self.head_mask_grad = {}, None
         self._cache, self._backward = None, None  # the last forward's cache, and the backward of its pair
+        self._layout = None  # the last forward's input layout (nn/layout.py)
 
     def forward(
         self,
@@ -164,20 +178,31 @@ class MultiHeadAttention:
         query, key, value, attn_mask, key_padding_mask, head_mask = map(
             plain, (query, key, value, attn_mask, key_padding_mask, head_mask)
         )  # np.memmap inputs as the plain arrays they view
-        key = query if key is None else key
-        value = key if value is None else value
+        check_nested(query, key, value)
+        # the caller's layout ((T, E) unbatched, (T, B, E) with batch_first=False) as the steps' (B, T, E)
+        self._layout = layout = layout_of(query, key, value, key_padding_mask, self.batch_first)
+        self_attention, same_kv = key is None or key is query, value is None or value is key
+        query = layout.to_batch_first(query)
+        key = query if self_attention else layout.to_batch_first(key)
+        value = key if same_kv else layout.to_batch_first(value)
+        key_padding_mask = layout.to_batch_first(key_padding_mask) if layout.unbatched else key_padding_mask
         p = self.dropout if training else 0.0
-        forward, self._backward = attention_steps(self.engine, query, key, value, self.params["W_q"])
+        extra_keys = self.add_bias_kv or self.add_zero_attn  # the engine has neither: the reference runs them
+        forward, self._backward = attention_steps(self.engine and not extra_keys, query, key, value, self.params["W_q"])
+        options = {"add_zero_attn": True} if self.add_zero_attn else {}
         out, weights, self._cache = forward(
             query, key, value, self.params, self.num_heads,
             attn_mask=attn_mask, key_padding_mask=key_padding_mask, head_mask=head_mask,
             dropout_p=p, rng=self.rng, tiled=self._use_tiled(query, key, need_weights, p), is_causal=is_causal,
+            **options,
         )  # fmt: skip
+        out = layout.from_batch_first(out)
         if not need_weights:
             return out, None
         # a copy: the cached weights must stay as they were for backward
         xp = array_namespace(weights)
-        return out, (xp.mean(weights, axis=1) if average_attn_weights else xp.asarray(weights, copy=True))
+        weights = xp.mean(weights, axis=1) if average_attn_weights else xp.asarray(weights, copy=True)
+        return out, layout.weights(weights)
 
     __call__ = forward
 
@@ -212,17 +237,19 @@ class MultiHeadAttention:
         """
         if self._cache is None:
             raise RuntimeError("backward() called before forward(): there is nothing to differentiate")
-        shape = self._cache.out_proj.x.shape
+        layout, x = self._layout, self._cache.out_proj.x  # x: the concat, (B, T, d_model) like the output
+        shape = tuple(layout.from_batch_first(x).shape)  # the output's shape, in the caller's layout
         dout = plain(dout)
         if not is_array(dout):
             raise TypeError(f"dout must be an array (NumPy, CuPy, torch or array-api-strict), got {type(dout).__name__}")
-        array_namespace(dout, self._cache.out_proj.x)  # one library, one device
-        if tuple(dout.shape) != tuple(shape):
-            raise ValueError(f"dout must have the output's shape {tuple(shape)}, got {tuple(dout.shape)}")
-        if dout.dtype != self._cache.out_proj.x.dtype:
+        array_namespace(dout, x)  # one library, one device
+        if tuple(dout.shape) != shape:
+            raise ValueError(f"dout must have the output's shape {shape}, got {tuple(dout.shape)}")
+        if dout.dtype != x.dtype:
             raise TypeError(f"dout has dtype {_name(dout.dtype)}, expected {self.dtype}")
-        dquery, dkey, dvalue, self.grads, self.head_mask_grad = self._backward(dout, self._cache)
-        return dquery, dkey, dvalue
+        grads = self._backward(layout.to_batch_first(dout), self._cache)
+        dquery, dkey, dvalue, self.grads, self.head_mask_grad = grads
+        return tuple(layout.from_batch_first(d) for d in (dquery, dkey, dvalue))
 
     def num_parameters(self) -> int:
         """Number of learned scalars: ``4 d_model^2 + 4 d_model`` with bias when kdim = vdim = d_model."""
@@ -241,7 +268,7 @@ class MultiHeadAttention:
             KeyError: a needed name is missing, or an entry this module does not use.
             ValueError: a shape does not fit. TypeError: an entry is not floating point.
         """
-        host = host_params_from_torch(mapping, self.d_model, self.kdim, self.vdim, self.bias, self.dtype)
+        host = host_params_from_torch(mapping, self.d_model, self.kdim, self.vdim, self.bias, self.dtype, self.add_bias_kv)
         copy_into(self.params, host)
 
     def to_torch_state_dict(self):

@@ -1,0 +1,62 @@
+"""The layouts torch's ``MultiheadAttention`` takes, turned into mhattn's one layout ``(B, L, E)`` and back.
+
+The functional steps are batch first and batched. torch also takes unbatched ``(L, E)`` inputs and, with
+``batch_first=False`` (its default), sequence-first ``(L, B, E)`` ones. :class:`Layout` remembers which came in, so
+the module's output and its backward's input gradients leave in that layout, and ``dout`` comes back through it:
+a transpose is its own inverse, an added axis is dropped again. Nothing is copied on NumPy (views).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from mhattn.backend import array_namespace
+
+
+class Layout(NamedTuple):
+    unbatched: bool  # the caller passed (L, E): a batch of one was added in front
+    seq_first: bool  # the caller passed (L, B, E) (batch_first=False): batch and length were swapped
+
+    def to_batch_first(self, x):
+        """A caller's array ``(L, E)`` or ``(L, B, E)`` as ``(B, L, E)``; ``None`` stays ``None``."""
+        if x is None:
+            return None
+        xp = array_namespace(x)
+        if self.unbatched:
+            return xp.expand_dims(x, axis=0)  # (1, L, E)
+        return xp.permute_dims(x, (1, 0, 2)) if self.seq_first else x  # (B, L, E)
+
+    def from_batch_first(self, x):
+        """``(B, L, E)`` back in the caller's layout (the inverse of :meth:`to_batch_first`)."""
+        if x is None:
+            return None
+        xp = array_namespace(x)
+        if self.unbatched:
+            return x[0, ...]  # (L, E)
+        return xp.permute_dims(x, (1, 0, 2)) if self.seq_first else x  # (L, B, E)
+
+    def weights(self, w):
+        """The weights ``(B, [h,] T, S)`` as torch returns them: batch first in both batched layouts, no batch
+        axis when unbatched."""
+        return w if w is None or not self.unbatched else w[0, ...]
+
+
+def layout_of(query, key, value, key_padding_mask, batch_first: bool) -> Layout:
+    """The layout of one call, from ``query``'s rank; the other arrays must agree with it.
+
+    Raises:
+        ValueError: ``query`` is neither 2-D nor 3-D; an unbatched query with a batched key or value, or with a
+            ``key_padding_mask`` that is not ``(S,)``; a batched query with an unbatched key or value.
+    """
+    ndim = getattr(query, "ndim", None)
+    if ndim is None:
+        return Layout(unbatched=False, seq_first=False)  # not an array: the steps' checks say so (TypeError)
+    if ndim not in (2, 3):
+        shape = getattr(query, "shape", None)
+        raise ValueError(f"query must be 3-D ({'B, T' if batch_first else 'T, B'}, E) or unbatched 2-D (T, E), got shape {shape}")
+    for name, x in (("key", key), ("value", value)):
+        if x is not None and getattr(x, "ndim", ndim) != ndim:
+            raise ValueError(f"query is {ndim}-D but {name} has shape {x.shape}: give all three batched or all unbatched")
+    if ndim == 2 and key_padding_mask is not None and getattr(key_padding_mask, "ndim", 1) != 1:
+        raise ValueError(f"unbatched inputs take a key_padding_mask of shape (S,), got {key_padding_mask.shape}")
+    return Layout(unbatched=ndim == 2, seq_first=ndim == 3 and not batch_first)
