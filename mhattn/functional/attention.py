@@ -25,7 +25,7 @@ import math
 import numbers
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace, broadcasts_to, device_of, read_only, uniform
+from mhattn.backend import array_namespace, broadcast_shape, broadcasts_to, device_of, read_only, uniform
 from mhattn.functional.masks import add_mask, cast_mask, causal_mask, check_mask_kind, dead_keys
 from mhattn.functional.softmax import SoftmaxCache, softmax_backward, softmax_forward
 from mhattn.functional.validate import check_attention_inputs, check_dropout, check_nested
@@ -62,6 +62,13 @@ def check_attention_call(q, k, v, mask, dropout_p, rng, scale=None, is_causal=Fa
     """The checks of :func:`scaled_dot_product_attention_forward` (see its Raises), for it and the engine's twin."""
     check_attention_inputs(q, k, v)
     check_nested(mask)
+    try:
+        lead = broadcast_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])  # q, k, v's leading dimensions, broadcast
+    except ValueError:
+        raise ValueError(
+            f"attention: the leading dimensions of q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} "
+            "do not broadcast together"
+        ) from None
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not scale > 0):
         raise ValueError(f"attention: scale must be None or a positive real number, got {scale!r}")
     if causal not in ("upper_left", "lower_right"):
@@ -71,7 +78,9 @@ def check_attention_call(q, k, v, mask, dropout_p, rng, scale=None, is_causal=Fa
     if mask is not None:
         check_mask_kind("mask", mask)
         array_namespace(q, mask)
-        scores_shape = (*q.shape[:-1], k.shape[-2])
+        scores_shape = (*lead, q.shape[-2], k.shape[-2])
+        if mask.ndim < 2:  # as torch's scaled_dot_product_attention: a (S,) mask would broadcast over the queries
+            raise ValueError(f"attention: mask must be at least 2-D (..., T, S), got shape {tuple(mask.shape)}")
         if not broadcasts_to(mask.shape, scores_shape):
             raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores {scores_shape}")
     check_dropout(dropout_p, rng)
@@ -90,7 +99,7 @@ def scaled_dot_product_attention_forward(
             array-api-strict).
         k: ``(B, h, S, d_k)`` keys, same dtype, namespace and device.
         v: ``(B, h, S, d_v)`` values, same dtype, namespace and device.
-        mask: bool (True = not allowed) or float (added to the scores), broadcastable
+        mask: bool (True = not allowed) or float (added to the scores), at least 2-D, broadcastable
             to ``(B, h, T, S)``; ``None`` for no mask. A constant: the backward returns no gradient for it.
             A key hidden from every query
             (True, or ``-inf``, in its whole column) has no influence on any output or
@@ -113,7 +122,7 @@ def scaled_dot_product_attention_forward(
     Raises:
         TypeError: ``q``, ``k``, ``v`` are not float arrays of one dtype; ``mask`` is neither bool nor float;
             arrays of two libraries; a nested (jagged) tensor.
-        ValueError: shapes disagree, the mask does not broadcast to ``(B, h, T, S)`` or holds
+        ValueError: shapes disagree, the mask is 1-D or does not broadcast to ``(B, h, T, S)`` or holds
             NaN or +inf, ``dropout_p`` is outside [0, 1), dropout is asked for without ``rng``,
             arrays on two devices, a ``scale`` that is not a positive number, ``is_causal`` with a ``mask``,
             or an unknown ``causal``.
