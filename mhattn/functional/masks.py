@@ -142,14 +142,14 @@ def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dty
         three_d_ambiguous = attn_mask.ndim == 3 and attn_mask.shape[0] != 1  # (h, T, S) or (B, T, S)? refuse, as torch does
         if three_d_ambiguous or not broadcasts_to(attn_mask.shape, (B, h, T, S)):
             raise ValueError(
-                f"attn_mask has shape {attn_mask.shape}; expected (T, S)=({T}, {S}), "
+                f"attn_mask has shape {tuple(attn_mask.shape)}; expected (T, S)=({T}, {S}), "
                 f"(B*h, T, S)=({B * h}, {T}, {S}), (1, T, S), or a 4-D shape broadcastable to (B, h, T, S)=({B}, {h}, {T}, {S})"
             )
         masks.append(attn_mask)
     if key_padding_mask is not None:
         check_mask_kind("key_padding_mask", key_padding_mask)
         if key_padding_mask.shape != (B, S):
-            raise ValueError(f"key_padding_mask has shape {key_padding_mask.shape}; expected (B, S)=({B}, {S})")
+            raise ValueError(f"key_padding_mask has shape {tuple(key_padding_mask.shape)}; expected (B, S)=({B}, {S})")
         masks.append(array_namespace(key_padding_mask).reshape(key_padding_mask, (B, 1, 1, S)))
     xp = array_namespace(*masks)
     if not masks:

@@ -52,11 +52,11 @@ def layout_of(query, key, value, key_padding_mask, batch_first: bool) -> Layout:
     if ndim is None:
         return Layout(unbatched=False, seq_first=False)  # not an array: the steps' checks say so (TypeError)
     if ndim not in (2, 3):
-        shape = getattr(query, "shape", None)
+        shape = tuple(query.shape)
         raise ValueError(f"query must be 3-D ({'B, T' if batch_first else 'T, B'}, E) or unbatched 2-D (T, E), got shape {shape}")
     for name, x in (("key", key), ("value", value)):
         if x is not None and getattr(x, "ndim", ndim) != ndim:
-            raise ValueError(f"query is {ndim}-D but {name} has shape {x.shape}: give all three batched or all unbatched")
+            raise ValueError(f"query is {ndim}-D but {name} has shape {tuple(x.shape)}: give all three batched or all unbatched")
     if ndim == 2 and key_padding_mask is not None and getattr(key_padding_mask, "ndim", 1) != 1:
-        raise ValueError(f"unbatched inputs take a key_padding_mask of shape (S,), got {key_padding_mask.shape}")
+        raise ValueError(f"unbatched inputs take a key_padding_mask of shape (S,), got {tuple(key_padding_mask.shape)}")
     return Layout(unbatched=ndim == 2, seq_first=ndim == 3 and not batch_first)
