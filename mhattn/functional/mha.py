@@ -43,7 +43,7 @@ from mhattn.functional.split_heads import (
 from mhattn.functional.validate import check_dropout, check_mha_inputs
 
 PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
-# options only the reference steps have: the engine (mhattn.kernels) refuses them, and nn/ falls back to the reference
+# options only the reference steps have: the speed twins refuse them, and nn/ falls back to the reference
 REFERENCE_ONLY_PARAMS = ("bias_k", "bias_v")
 
 

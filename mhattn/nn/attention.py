@@ -20,9 +20,9 @@ from mhattn.backend.argtypes import as_integer, as_real
 from mhattn.functional.mha import multi_head_attention_backward, multi_head_attention_forward
 from mhattn.functional.validate import check_nested
 from mhattn.nn.device import copy_into
-from mhattn.nn.half import dtype_name, narrow, widen
+from mhattn.nn.half import dtype_name, module_dtype, narrow, widen
 from mhattn.nn.init import init_kv_bias, init_mha_params
-from mhattn.nn.layout import layout_of
+from mhattn.nn.layout import batch_first_call
 from mhattn.nn.torch_io import host_params_from_torch, params_to_torch
 
 
@@ -112,9 +112,7 @@ class MultiHeadAttention:
             raise TypeError(f"bias must be True or False, got {bias!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
             raise ValueError(f"seed must be None or a non-negative integer, got {seed!r}")
-        self.dtype = np.dtype(dtype)
-        if self.dtype not in (np.float16, np.float32, np.float64):
-            raise ValueError(f"dtype must be float16, float32 or float64, got {dtype!r}")
+        self.dtype = module_dtype(dtype)
         if attention not in ("auto", "plain", "tiled"):
             raise ValueError(f"attention must be 'auto', 'plain' or 'tiled', got {attention!r}")
         for name, flag in (("batch_first", batch_first), ("add_bias_kv", add_bias_kv), ("add_zero_attn", add_zero_attn)):
@@ -190,17 +188,15 @@ class MultiHeadAttention:
         )  # np.memmap inputs as the plain arrays they view
         check_nested(query, key, value)
         # the caller's layout ((T, E) unbatched, (T, B, E) with batch_first=False) as the steps' (B, T, E)
-        self._layout = layout = layout_of(query, key, value, key_padding_mask, self.batch_first)
-        self_attention, same_kv = key is None or key is query, value is None or value is key
-        query = layout.to_batch_first(query)
-        key = query if self_attention else layout.to_batch_first(key)
-        value = key if same_kv else layout.to_batch_first(value)
-        key_padding_mask = layout.to_batch_first(key_padding_mask) if layout.unbatched else key_padding_mask
-        params, half = self.params, self.dtype == np.float16  # float16: the steps run in float32 (nn/half.py)
-        if half:
+        self._layout, query, key, value, key_padding_mask = batch_first_call(
+            query, key, value, key_padding_mask, self.batch_first
+        )
+        layout, params, half = self._layout, self.params, self.dtype == np.float16
+        if half:  # float16: the steps run in float32 (nn/half.py)
             arrays = dict(query=query, key=key, value=value, attn_mask=attn_mask, key_padding_mask=key_padding_mask)
-            query, key, value, attn_mask, key_padding_mask = widen(self.dtype, arrays).values()
-            params, head_mask = widen(self.dtype, self.params), widen(self.dtype, {"head_mask": head_mask})["head_mask"]
+            arrays = widen(self.dtype, arrays | {"head_mask": head_mask})
+            query, key, value, attn_mask, key_padding_mask, head_mask = arrays.values()
+            params = widen(self.dtype, self.params)
         p = self.dropout if training else 0.0
         extra_keys = self.add_bias_kv or self.add_zero_attn  # the engine has neither: the reference runs them
         forward, self._backward = attention_steps(self.engine and not extra_keys, query, key, value, params["W_q"])

@@ -10,6 +10,8 @@ Bool masks pass through; float masks are widened like the rest.
 
 from __future__ import annotations
 
+import numpy as np
+
 from mhattn.backend import array_namespace
 
 HALF = "float16"  # the one half-precision dtype every backend has (NumPy has no bfloat16)
@@ -18,6 +20,21 @@ HALF = "float16"  # the one half-precision dtype every backend has (NumPy has no
 def dtype_name(dtype) -> str:
     """``float32`` for NumPy's, torch's (``torch.float32``) or array-api-strict's float32 alike."""
     return str(dtype).rsplit(".", 1)[-1]
+
+
+def module_dtype(dtype) -> np.dtype:
+    """The NumPy dtype of a module made with ``dtype`` (a name or a NumPy dtype).
+
+    Raises:
+        ValueError: anything but float16, float32 or float64 (bfloat16 included: NumPy has none).
+    """
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:  # bfloat16 and other names NumPy lacks
+        dt = None
+    if dt not in (np.float16, np.float32, np.float64):
+        raise ValueError(f"dtype must be float16, float32 or float64 (no bfloat16: NumPy has none), got {dtype!r}")
+    return dt
 
 
 def widen(dtype, named):

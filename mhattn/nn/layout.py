@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace
+from mhattn.backend import array_namespace, is_array
 
 
 class Layout(NamedTuple):
@@ -48,9 +48,9 @@ def layout_of(query, key, value, key_padding_mask, batch_first: bool) -> Layout:
         ValueError: ``query`` is neither 2-D nor 3-D; an unbatched query with a batched key or value, or with a
             ``key_padding_mask`` that is not ``(S,)``; a batched query with an unbatched key or value.
     """
-    ndim = getattr(query, "ndim", None)
-    if ndim is None:
-        return Layout(unbatched=False, seq_first=False)  # not an array: the steps' checks say so (TypeError)
+    if not is_array(query) or (key is not None and not is_array(key)) or (value is not None and not is_array(value)):
+        return Layout(unbatched=False, seq_first=False)  # not an array mhattn takes: the steps' checks say so (TypeError)
+    ndim = query.ndim
     if ndim not in (2, 3):
         shape = tuple(query.shape)
         raise ValueError(f"query must be 3-D ({'B, T' if batch_first else 'T, B'}, E) or unbatched 2-D (T, E), got shape {shape}")
@@ -60,3 +60,16 @@ def layout_of(query, key, value, key_padding_mask, batch_first: bool) -> Layout:
     if ndim == 2 and key_padding_mask is not None and getattr(key_padding_mask, "ndim", 1) != 1:
         raise ValueError(f"unbatched inputs take a key_padding_mask of shape (S,), got {tuple(key_padding_mask.shape)}")
     return Layout(unbatched=ndim == 2, seq_first=ndim == 3 and not batch_first)
+
+
+def batch_first_call(query, key, value, key_padding_mask, batch_first: bool):
+    """``(layout, query, key, value, key_padding_mask)`` of one call, the arrays batch first; ``key=None`` gives
+    ``key = query`` and ``value=None`` ``value = key`` (one array each, so self-attention stays recognisable).
+    Raises as :func:`layout_of`."""
+    layout = layout_of(query, key, value, key_padding_mask, batch_first)
+    self_attention, same_kv = key is None or key is query, value is None or value is key
+    query = layout.to_batch_first(query)
+    key = query if self_attention else layout.to_batch_first(key)
+    value = key if same_kv else layout.to_batch_first(value)
+    key_padding_mask = layout.to_batch_first(key_padding_mask) if layout.unbatched else key_padding_mask
+    return layout, query, key, value, key_padding_mask
