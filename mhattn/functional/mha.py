@@ -30,7 +30,13 @@ from mhattn.functional.attention import (
     scaled_dot_product_attention_forward,
 )
 from mhattn.functional.attention_tiled import TiledAttentionCache, tiled_attention_backward, tiled_attention_forward
-from mhattn.functional.extra_keys import ExtraKeysCache, extra_keys_backward, extra_keys_forward, pad_mask
+from mhattn.functional.extra_keys import (
+    ExtraKeysCache,
+    check_static_kv,
+    extra_keys_backward,
+    extra_keys_forward,
+    pad_mask,
+)
 from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
 from mhattn.functional.masks import cast_mask, causal_mask, dead_keys, merge_masks
 from mhattn.functional.split_heads import (
@@ -124,6 +130,8 @@ def multi_head_attention_forward(
     tiled=False,
     is_causal=False,
     add_zero_attn=False,
+    static_k=None,
+    static_v=None,
 ):
     """Multi-head attention forward pass, batch first.
 
@@ -145,6 +153,8 @@ def multi_head_attention_forward(
             meaning, kept on purpose: torch's ``MultiheadAttention`` takes ``is_causal`` as a hint that needs the
             causal ``attn_mask`` itself (docs/torch_parity.md).
         add_zero_attn: append a zero key/value position after the others (torch's ``add_zero_attn``, step 1b).
+        static_k, static_v: ``(B*h, S, d_k)`` keys/values per head used in place of the projected ones (torch's
+            ``static_k``/``static_v``; step 1b); not with ``bias_k``. Their gradients come back in ``grads``.
 
     Returns:
         ``(out, weights, cache)``, of ``query``'s namespace and device: ``out`` ``(B, T, d_model)``;
@@ -163,14 +173,20 @@ def multi_head_attention_forward(
         ValueError for ``tiled`` with dropout. Arrays of two libraries: TypeError; on two devices: ValueError.
     """
     num_heads = check_mha_call(query, key, value, params, num_heads, head_mask, dropout_p, rng, tiled)
+    if static_k is not None or static_v is not None:
+        d_model = params["W_q"].shape[1]
+        B, S, d_k = query.shape[0], key.shape[1], d_model // num_heads
+        check_static_kv(static_k, static_v, params.get("bias_k"), B, num_heads, S, d_k, query.dtype)
     n_extra = (params.get("bias_k") is not None) + bool(add_zero_attn)  # step 1b's positions
     skip_tiles = tiled and is_causal and not n_extra  # extra keys sit after the diagonal: their mask is explicit
     # 0. one mask; keys hidden from everything are zeroed (NaN there cannot leak)
     key, value, mask = merge_mha_masks(query, key, value, num_heads, attn_mask, key_padding_mask, is_causal, skip_tiles)
     # 1. the three projections
     (Q, K, V), proj = _project_qkv(query, key, value, params)  # (B, T|S, d_model)
-    # 1b. extra key positions (torch's add_bias_kv, add_zero_attn), each with an allowed mask column
-    (K, V), extra = extra_keys_forward(K, V, params.get("bias_k"), params.get("bias_v"), add_zero_attn)
+    # 1b. static keys/values in place of K, V; extra key positions (add_bias_kv, add_zero_attn), mask columns allowed
+    (K, V), extra = extra_keys_forward(
+        K, V, params.get("bias_k"), params.get("bias_v"), add_zero_attn, static_k, static_v, num_heads
+    )  # (B, S + n, d_model)
     mask = pad_mask(mask, key.shape[1], n_extra)  # (..., S + n)
     # 2. split d_model into h heads of d_k
     (q, k, v), split = _split_qkv(Q, K, V, num_heads)  # (B, h, T|S+n, d_k)
@@ -198,7 +214,8 @@ def multi_head_attention_backward(dout, cache: MHACache):
     Returns:
         ``(dquery, dkey, dvalue, grads, dhead_mask)``: input gradients with the
         inputs' shapes (for self-attention add the three); ``grads`` maps each
-        name in ``params`` to its gradient; ``dhead_mask`` has the head mask's
+        name in ``params`` to its gradient (and ``static_k``/``static_v`` to theirs when the forward took them;
+        the key/value projections they replaced get zeros, as in torch); ``dhead_mask`` has the head mask's
         shape, or is ``None`` without one. All of the forward's namespace and device.
     """
     grads = {}
@@ -223,16 +240,17 @@ def multi_head_attention_backward(dout, cache: MHACache):
     # step 2 was: split into heads -> concat the head gradients
     dQ, dK, dV = (split_heads_backward(d, cache.split) for d in (dq, dk, dv))  # (B, T|S+n, d_model)
     # step 1b was: extra key positions -> the bias rows' gradient summed over the batch, the zero row's dropped
-    dbias_k = dbias_v = None
+    extra = {}
     if cache.extra is not None:
-        dK, dV, dbias_k, dbias_v = extra_keys_backward(dK, dV, cache.extra)  # (B, S, d_model)
+        dK, dV, extra = extra_keys_backward(dK, dV, cache.extra)  # (B, S, d_model); bias_k, static_k, ... grads
     # step 1 was: the three projections
     dquery, grads["W_q"], db_q = linear_backward(dQ, cache.proj[0])
     dkey, grads["W_k"], db_k = linear_backward(dK, cache.proj[1])
     dvalue, grads["W_v"], db_v = linear_backward(dV, cache.proj[2])
-    for name, db in (("b_q", db_q), ("b_k", db_k), ("b_v", db_v), ("b_o", db_o), ("bias_k", dbias_k), ("bias_v", dbias_v)):
+    for name, db in (("b_q", db_q), ("b_k", db_k), ("b_v", db_v), ("b_o", db_o)):
         if db is not None:
             grads[name] = db
+    grads.update(extra)  # bias_k, bias_v (parameters) and static_k, static_v (inputs) where the forward had them
     return dquery, dkey, dvalue, grads, dhead_mask
 
 

@@ -156,3 +156,78 @@ def test_state_dict_with_bias_kv_round_trips_through_torch():
     ref.load_state_dict({n: torch.as_tensor(a) for n, a in back.items()})  # strict: every name torch has, no more
     for n, a in ref.state_dict().items():
         np.testing.assert_array_equal(a.numpy(), back[n], err_msg=n)
+
+
+STATIC = {"static_kv": (True, True, False, False), "static_k_zero_attn": (True, False, True, True),
+          "static_v_kdim": (False, True, False, False), "static_kv_zero_attn_padding": (True, True, True, True)}  # fmt: skip
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("backend", LEGS, indirect=True)
+@pytest.mark.parametrize("case", list(STATIC))
+def test_static_k_and_static_v_match_torchs_functional_forward(backend, case):
+    """Follows ``test_multihead_attn_saved_kv``, ``test_multihead_attn_all_arguments1`` and ``..._arguments3`` (saved
+    k/v per head, with add_zero_attn and a key padding mask): ``F.multi_head_attention_forward``'s ``static_k`` /
+    ``static_v`` against mhattn's functional forward, output, per-head weights and every gradient (the static
+    arrays' included) to 1e-9."""
+    torch = pytest.importorskip("torch")
+    use_k, use_v, zero, padding = STATIC[case]
+    B, T, S, h, d_k = 3, 4, 5, 2, 3
+    E, kdim = h * d_k, 7 if case == "static_v_kdim" else h * d_k
+    rng = np.random.default_rng(len(case))
+    torch.manual_seed(len(case))
+    ref = torch.nn.MultiheadAttention(E, h, kdim=kdim, vdim=kdim, add_zero_attn=zero, dtype=torch.float64)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    host = {
+        "query": rng.standard_normal((T, B, E)),
+        "key": rng.standard_normal((S, B, kdim)),
+        "dout": rng.standard_normal((T, B, E)),
+    }
+    host["value"] = rng.standard_normal((S, B, kdim))
+    host.update(static_k=rng.standard_normal((B * h, S, d_k)), static_v=rng.standard_normal((B * h, S, d_k)))
+    pad = rng.random((B, S)) < 0.3
+    pad[:, 0] = False
+    t = {n: torch.tensor(a, requires_grad=n != "dout") for n, a in host.items()}
+    statics = {n: t[n] if use else None for n, use in (("static_k", use_k), ("static_v", use_v))}
+    sd = dict(ref.named_parameters())
+    proj = dict(in_proj_weight=sd.get("in_proj_weight"), use_separate_proj_weight="q_proj_weight" in sd)
+    proj.update({n: sd[n] for n in ("q_proj_weight", "k_proj_weight", "v_proj_weight") if n in sd})
+    out, w = torch.nn.functional.multi_head_attention_forward(
+        t["query"], t["key"], t["value"], E, h, bias_k=None, bias_v=None, in_proj_bias=sd["in_proj_bias"],
+        add_zero_attn=zero, dropout_p=0.0, out_proj_weight=sd["out_proj.weight"], out_proj_bias=sd["out_proj.bias"],
+        key_padding_mask=torch.as_tensor(pad) if padding else None, average_attn_weights=False, **proj, **statics,
+    )  # fmt: skip
+    out.backward(t["dout"])
+    want = {"out": out.transpose(0, 1), "weights": w, "dquery": t["query"].grad.transpose(0, 1)}
+    want.update({f"grad/{n}": t[n].grad for n in ("static_k", "static_v") if statics[n] is not None})
+    want.update({f"grad/{n}": torch.zeros_like(p) if p.grad is None else p.grad for n, p in sd.items()})  # None: unused
+    want = {n: a.detach().numpy() for n, a in want.items()}
+
+    mod = mhattn.MultiHeadAttention(E, h, kdim=kdim, vdim=kdim, dtype="float64")
+    mod.load_torch_state_dict(ref.state_dict())
+    a = {n: backend.asarray(v.transpose(1, 0, 2) if n in ("query", "key", "value", "dout") else v) for n, v in host.items()}
+    got_out, got_w, cache = mhattn.functional.multi_head_attention_forward(
+        a["query"], a["key"], a["value"], mod.params, h, add_zero_attn=zero,
+        key_padding_mask=backend.asarray(pad) if padding else None,
+        static_k=a["static_k"] if use_k else None, static_v=a["static_v"] if use_v else None,
+    )  # fmt: skip
+    dq, _, _, grads, _ = mhattn.functional.multi_head_attention_backward(a["dout"], cache)
+    got = {"out": got_out, "weights": got_w, "dquery": dq}
+    got.update({f"grad/{n}": grads.pop(n) for n in ("static_k", "static_v") if n in grads})
+    got = {n: backend.to_numpy(g) for n, g in got.items()}
+    got.update({f"grad/{n}": g for n, g in params_to_torch(grads, E, kdim, kdim).items()})
+    assert sorted(got) == sorted(want)
+    for n in want:
+        xp_assert_close(got[n], want[n], err_msg=f"{case}/{n}", **TOL)
+
+
+def test_static_k_with_bias_k_and_wrong_shapes_are_refused():
+    """Follows ``test_multihead_attn_all_arguments2`` (torch: "bias cannot be added to static key.")."""
+    mod = mhattn.MultiHeadAttention(6, 2, dtype="float64", add_bias_kv=True)
+    x, sk = np.zeros((3, 4, 6)), np.zeros((6, 4, 3))
+    with pytest.raises(ValueError, match=r"bias_k/bias_v \(add_bias_kv\) cannot be added to static_k/static_v"):
+        mhattn.functional.multi_head_attention_forward(x, x, x, mod.params, 2, static_k=sk)
+    with pytest.raises(ValueError, match=r"static_v has shape \(3, 4, 3\); expected \(B\*h, S, d_k\)=\(6, 4, 3\)"):
+        mhattn.functional.multi_head_attention_forward(x, x, x, mod.params, 2, static_v=sk[:3])
