@@ -74,14 +74,16 @@ def _case(seed, layout, mask):
     return x, masks, dict(embed_dim=d_model, num_heads=h, kdim=kdim, vdim=vdim), kind
 
 
-def _torch_oracle(torch, cfg, layout, options, x, masks, kind, seed):
+def _torch_oracle(torch, cfg, layout, options, x, masks, kind, seed, dtype="float64"):
     """torch's module (random nonzero biases), its outputs and gradients, as host arrays."""
     torch.manual_seed(seed)
     add_bias_kv, add_zero_attn = options
     ref = torch.nn.MultiheadAttention(
         **cfg, batch_first=layout == "batch_first", add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn,
-        dtype=torch.float64,
+        dtype=getattr(torch, dtype),
     )  # fmt: skip
+    x = {n: a.astype(dtype) for n, a in x.items()}
+    masks = {n: m if m.dtype == bool else m.astype(dtype) for n, m in masks.items()}
     with torch.no_grad():
         for p in ref.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -99,11 +101,13 @@ def _torch_oracle(torch, cfg, layout, options, x, masks, kind, seed):
     return ref, {n: a.detach().numpy() for n, a in want.items()}
 
 
-def _mhattn_run(backend, ref, layout, options, x, masks, kind):
+def _mhattn_run(backend, ref, layout, options, x, masks, kind, dtype="float64"):
     """mhattn's module loaded from torch's state dict, on ``backend``'s leg: outputs and gradients as host arrays."""
     add_bias_kv, add_zero_attn = options
+    x = {n: a.astype(dtype) for n, a in x.items()}
+    masks = {n: m if m.dtype == bool else m.astype(dtype) for n, m in masks.items()}
     mod = mhattn.MultiHeadAttention(
-        ref.embed_dim, ref.num_heads, kdim=ref.kdim, vdim=ref.vdim, dtype="float64",
+        ref.embed_dim, ref.num_heads, kdim=ref.kdim, vdim=ref.vdim, dtype=dtype,
         batch_first=layout == "batch_first", add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn,
     )  # fmt: skip
     mod.load_torch_state_dict(ref.state_dict())
@@ -140,6 +144,22 @@ def test_multihead_attention_with_every_option_matches_torch(backend, option, la
     assert sorted(got) == sorted(want)
     for n in want:
         xp_assert_close(got[n], want[n], err_msg=f"{option}/{layout}/{mask}/{n}", **TOL)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("backend", LEGS, indirect=True)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_float32_with_extra_keys_matches_torch_at_its_tolerance(backend, layout):
+    """The same comparison in float32 (``add_bias_kv`` and ``add_zero_attn``, a bool mask and key padding), at
+    torch's own float32 tolerance (``torch.testing.assert_close``: rtol 1.3e-6, atol 1e-5)."""
+    torch = pytest.importorskip("torch")
+    seed = 40 + LAYOUTS.index(layout)
+    x, masks, cfg, kind = _case(seed, layout, "bool_2d_and_padding")
+    ref, want = _torch_oracle(torch, cfg, layout, OPTIONS["both"], x, masks, kind, seed, "float32")
+    got = _mhattn_run(backend, ref, layout, OPTIONS["both"], x, masks, kind, "float32")
+    for n in want:
+        assert got[n].dtype == np.float32, n
+        xp_assert_close(got[n], want[n], rtol=1.3e-6, atol=1e-5, err_msg=f"{layout}/{n}")
 
 
 @pytest.mark.torch
