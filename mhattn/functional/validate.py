@@ -98,8 +98,14 @@ def check_params(params, num_heads):
         check_float_array(name, b, dtype)
         if b.shape != (d_model,):
             raise ValueError(f"{name} has shape {b.shape}, expected {(d_model,)}")
+    if params.get("bias_k") is not None or params.get("bias_v") is not None:  # add_bias_kv (rare: checked apart)
+        _check_kv_bias(params, d_model, dtype)
+
+
+def _check_kv_bias(params, d_model, dtype):
+    """``bias_k`` and ``bias_v``: both, ``(d_model,)``, of the weights' dtype (see :func:`check_params`)."""
     kv = [name for name in KV_BIAS_NAMES if params.get(name) is not None]
-    if kv and len(kv) != 2:
+    if len(kv) != 2:
         raise KeyError(f"give both bias_k and bias_v (add_bias_kv) or neither; got {kv}")
     for name in kv:
         check_float_array(name, params[name], dtype)

@@ -83,7 +83,7 @@ def multi_head_attention_forward(
     """:func:`mhattn.functional.mha.multi_head_attention_forward` on NumPy float32/float64 arrays: the same
     arguments, checks (Raises) and results ``(out, weights, cache)``, as one pooled call."""
     num_heads = check_mha_call(query, key, value, params, num_heads, head_mask, dropout_p, rng, tiled)
-    if any(params.get(name) is not None for name in REFERENCE_ONLY_PARAMS):
+    if params.get("bias_k") is not None or params.get("bias_v") is not None:  # REFERENCE_ONLY_PARAMS
         raise ValueError(f"the engine has no add_bias_kv ({REFERENCE_ONLY_PARAMS}): run the reference steps")
     with pool.pooled(work(query, key, params["W_q"].shape[1])):
         key, value, mask = merge_mha_masks(query, key, value, num_heads, attn_mask, key_padding_mask, is_causal, tiled)

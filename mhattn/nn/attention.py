@@ -186,7 +186,8 @@ class MultiHeadAttention:
         query, key, value, attn_mask, key_padding_mask, head_mask = map(
             plain, (query, key, value, attn_mask, key_padding_mask, head_mask)
         )  # np.memmap inputs as the plain arrays they view
-        check_nested(query, key, value)
+        if type(query) is not np.ndarray:  # a torch nested tensor has no layout to read: refused first
+            check_nested(query, key, value)
         # the caller's layout ((T, E) unbatched, (T, B, E) with batch_first=False) as the steps' (B, T, E)
         self._layout, query, key, value, key_padding_mask = batch_first_call(
             query, key, value, key_padding_mask, self.batch_first
@@ -256,15 +257,17 @@ class MultiHeadAttention:
         array_namespace(dout, x)  # one library, one device
         if tuple(dout.shape) != shape:
             raise ValueError(f"dout must have the output's shape {shape}, got {tuple(dout.shape)}")
-        if dtype_name(dout.dtype) != str(self.dtype):
+        half = self.dtype == np.float16  # x is float32 then: the steps ran in float32
+        if (dtype_name(dout.dtype) != "float16") if half else (dout.dtype != x.dtype):
             raise TypeError(f"dout has dtype {dtype_name(dout.dtype)}, expected {self.dtype}")
-        half = self.dtype == np.float16
         dout = widen(self.dtype, {"dout": dout})["dout"] if half else dout
         dquery, dkey, dvalue, self.grads, self.head_mask_grad = self._backward(layout.to_batch_first(dout), self._cache)
         if half:  # float32 gradients rounded once to the module's float16
             self.grads, self.head_mask_grad = {n: narrow(g) for n, g in self.grads.items()}, narrow(self.head_mask_grad)
             dquery, dkey, dvalue = narrow(dquery), narrow(dkey), narrow(dvalue)
-        return tuple(layout.from_batch_first(d) for d in (dquery, dkey, dvalue))
+        if layout.unbatched or layout.seq_first:
+            dquery, dkey, dvalue = (layout.from_batch_first(d) for d in (dquery, dkey, dvalue))
+        return dquery, dkey, dvalue
 
     def num_parameters(self) -> int:
         """Number of learned scalars: ``4 d_model^2 + 4 d_model`` with bias when kdim = vdim = d_model."""

@@ -19,21 +19,20 @@ class Layout(NamedTuple):
 
     def to_batch_first(self, x):
         """A caller's array ``(L, E)`` or ``(L, B, E)`` as ``(B, L, E)``; ``None`` stays ``None``."""
-        if x is None:
-            return None
+        if x is None or not (self.unbatched or self.seq_first):
+            return x  # batch first already: nothing to do, nothing to look up (the course's every call)
         xp = array_namespace(x)
         if self.unbatched:
             return xp.expand_dims(x, axis=0)  # (1, L, E)
-        return xp.permute_dims(x, (1, 0, 2)) if self.seq_first else x  # (B, L, E)
+        return xp.permute_dims(x, (1, 0, 2))  # (B, L, E)
 
     def from_batch_first(self, x):
         """``(B, L, E)`` back in the caller's layout (the inverse of :meth:`to_batch_first`)."""
-        if x is None:
-            return None
-        xp = array_namespace(x)
+        if x is None or not (self.unbatched or self.seq_first):
+            return x
         if self.unbatched:
             return x[0, ...]  # (L, E)
-        return xp.permute_dims(x, (1, 0, 2)) if self.seq_first else x  # (L, B, E)
+        return array_namespace(x).permute_dims(x, (1, 0, 2))  # (L, B, E)
 
     def weights(self, w):
         """The weights ``(B, [h,] T, S)`` as torch returns them: batch first in both batched layouts, no batch
@@ -49,7 +48,7 @@ def layout_of(query, key, value, key_padding_mask, batch_first: bool) -> Layout:
             ``key_padding_mask`` that is not ``(S,)``; a batched query with an unbatched key or value.
     """
     if not is_array(query) or (key is not None and not is_array(key)) or (value is not None and not is_array(value)):
-        return Layout(unbatched=False, seq_first=False)  # not an array mhattn takes: the steps' checks say so (TypeError)
+        return BATCH_FIRST  # not an array mhattn takes: the steps' checks say so (TypeError)
     ndim = query.ndim
     if ndim not in (2, 3):
         shape = tuple(query.shape)
@@ -62,10 +61,16 @@ def layout_of(query, key, value, key_padding_mask, batch_first: bool) -> Layout:
     return Layout(unbatched=ndim == 2, seq_first=ndim == 3 and not batch_first)
 
 
+BATCH_FIRST = Layout(unbatched=False, seq_first=False)
+
+
 def batch_first_call(query, key, value, key_padding_mask, batch_first: bool):
     """``(layout, query, key, value, key_padding_mask)`` of one call, the arrays batch first; ``key=None`` gives
     ``key = query`` and ``value=None`` ``value = key`` (one array each, so self-attention stays recognisable).
     Raises as :func:`layout_of`."""
+    if batch_first and all(getattr(a, "ndim", 3) == 3 for a in (query, key, value)):  # the course's every call
+        key = query if key is None else key
+        return BATCH_FIRST, query, key, key if value is None else value, key_padding_mask
     layout = layout_of(query, key, value, key_padding_mask, batch_first)
     self_attention, same_kv = key is None or key is query, value is None or value is key
     query = layout.to_batch_first(query)
