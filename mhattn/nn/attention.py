@@ -265,9 +265,7 @@ class MultiHeadAttention:
         if half:  # float32 gradients rounded once to the module's float16
             self.grads, self.head_mask_grad = {n: narrow(g) for n, g in self.grads.items()}, narrow(self.head_mask_grad)
             dquery, dkey, dvalue = narrow(dquery), narrow(dkey), narrow(dvalue)
-        if layout.unbatched or layout.seq_first:
-            dquery, dkey, dvalue = (layout.from_batch_first(d) for d in (dquery, dkey, dvalue))
-        return dquery, dkey, dvalue
+        return layout.from_batch_first(dquery), layout.from_batch_first(dkey), layout.from_batch_first(dvalue)
 
     def num_parameters(self) -> int:
         """Number of learned scalars: ``4 d_model^2 + 4 d_model`` with bias when kdim = vdim = d_model."""
