@@ -87,3 +87,18 @@ def test_float16_module_matches_torchs_float16_module():
     for got, want in pairs:
         assert got.dtype == np.float16
         xp_assert_close(got.astype(np.float32), want.detach().float().numpy(), **TORCH_HALF_TOL)
+
+
+def test_float16_on_the_tiled_path_equals_the_plain_path():
+    """The tiled path (no weights formed) takes float16 modules too: the same float32 steps, so the same float16
+    results as the plain path to float16's rounding."""
+    rng = np.random.default_rng(3)
+    x, dout = rng.standard_normal((B, 6, D)).astype(np.float16), rng.standard_normal((B, 6, D)).astype(np.float16)
+    res = []
+    for attention in ("plain", "tiled"):
+        mod = mhattn.MultiHeadAttention(D, H, dtype="float16", seed=2, attention=attention)
+        out, _ = mod(x, need_weights=False, is_causal=True)
+        res.append([out, *mod.backward(dout), mod.grads["W_q"]])
+    for got, want in zip(*res, strict=True):
+        assert got.dtype == np.float16
+        xp_assert_close(got.astype(np.float64), want.astype(np.float64), rtol=2e-3, atol=1e-3)

@@ -199,3 +199,43 @@ def test_nested_tensors_are_refused_with_a_type_error():
         q = torch.zeros(1, 2, 4, 8, dtype=torch.float64)
         with pytest.raises(TypeError, match=r"nested \(jagged\) tensors are not supported"):
             F.scaled_dot_product_attention_forward(nt, q, q)
+
+
+@pytest.mark.parametrize("backend", LEGS, indirect=True)
+def test_static_k_and_static_v_gradients_equal_finite_differences(backend, rng):
+    """Step 1b's static arrays: their gradients (in ``grads``) against centred differences, with add_zero_attn
+    and a key padding mask; the key/value projections they replace get zero gradients."""
+    B, T, S = 2, 3, 4
+    mod = _module()
+    params = {n: backend.to_numpy(p) for n, p in mod.params.items()}
+    q, key = rng.standard_normal((B, T, D)), rng.standard_normal((B, S, D))
+    static = {"static_k": rng.standard_normal((B * H, S, D // H)), "static_v": rng.standard_normal((B * H, S, D // H))}
+    pad = np.zeros((B, S), bool)
+    pad[1, -1] = True
+    dout = rng.standard_normal((B, T, D))
+    a = backend.asarray
+
+    def run(st):
+        p = {n: a(v) for n, v in params.items()}
+        kw = {n: a(v) for n, v in st.items()}
+        return F.multi_head_attention_forward(a(q), a(key), a(key), p, H, key_padding_mask=a(pad), add_zero_attn=True, **kw)
+
+    _, _, cache = run(static)
+    _, dkey, dvalue, grads, _ = F.multi_head_attention_backward(a(dout), cache)
+    assert not backend.to_numpy(grads["W_k"]).any() and not backend.to_numpy(dkey + dvalue).any()
+    for n in static:
+        f = lambda z, n=n: backend.to_numpy(run({**static, n: z})[0])  # noqa: E731
+        assert rel_error(backend.to_numpy(grads[n]), numerical_gradient(f, static[n], dout)) < 1e-7, n
+
+
+def test_tiled_path_with_extra_keys_and_is_causal_equals_the_plain_path(rng):
+    """The tiled path skips the tiles above the diagonal only without extra keys; with them (they sit after the
+    diagonal and stay allowed) the causal mask is written out, and both paths agree."""
+    x, dout = rng.standard_normal((2, 5, D)), rng.standard_normal((2, 5, D))
+    results = []
+    for attention in ("plain", "tiled"):
+        mod = _module(attention=attention, add_bias_kv=True, add_zero_attn=True)
+        out, _ = mod(x, need_weights=False, is_causal=True)
+        results.append([out, *mod.backward(dout), *(mod.grads[n] for n in sorted(mod.grads))])
+    for got, want in zip(*results, strict=True):
+        xp_assert_close(got, want, rtol=1e-10, atol=1e-12)
