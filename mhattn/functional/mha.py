@@ -170,7 +170,9 @@ def multi_head_attention_forward(
     Raises:
         TypeError, ValueError: see :func:`mhattn.functional.validate.check_mha_inputs`,
         :func:`mhattn.functional.validate.check_dropout` and :func:`mhattn.functional.masks.merge_masks`;
-        ValueError for ``tiled`` with dropout. Arrays of two libraries: TypeError; on two devices: ValueError.
+        ValueError for ``tiled`` with dropout, for ``static_k``/``static_v`` of a shape other than ``(B*h, S, d_k)``
+        or given with ``bias_k`` (TypeError for one of another dtype). Arrays of two libraries: TypeError; on two
+        devices: ValueError.
     """
     num_heads = check_mha_call(query, key, value, params, num_heads, head_mask, dropout_p, rng, tiled)
     if static_k is not None or static_v is not None:
