@@ -15,12 +15,12 @@ import numbers
 import numpy as np
 
 from mhattn import kernels
-from mhattn.backend import array_namespace, asarray, is_array, plain
+from mhattn.backend import array_namespace, is_array, plain
 from mhattn.backend.argtypes import as_integer, as_real
 from mhattn.functional.mha import multi_head_attention_backward, multi_head_attention_forward
 from mhattn.functional.validate import check_nested
 from mhattn.nn.device import copy_into
-from mhattn.nn.half import dtype_name, module_dtype, narrow, widen
+from mhattn.nn.half import dtype_name, host_dtype_for, is_low, low_backward, module_dtype, narrow, on_backend, widen
 from mhattn.nn.init import init_kv_bias, init_mha_params
 from mhattn.nn.layout import batch_first_call
 from mhattn.nn.torch_io import host_params_from_torch, params_to_torch
@@ -44,8 +44,8 @@ class MultiHeadAttention:
         kdim, vdim: feature sizes of ``key`` and ``value`` (default ``d_model``).
         bias: learn ``b_q, b_k, b_v, b_o``.
         dropout: probability of dropping an attention weight when ``training=True``.
-        dtype: "float16", "float32" or "float64" for every parameter, output and gradient (float16 computes in
-            float32 and rounds once: :mod:`mhattn.nn.half`).
+        dtype: "float16", "float32", "float64" or, on torch, "bfloat16" for every parameter, output and gradient
+            (float16 and bfloat16 compute in float32 and round once: :mod:`mhattn.nn.half`).
             Parameters are made on the current backend and device (:func:`mhattn.set_backend`);
             inputs must then be arrays of that library on that device.
         seed: seeds both the initialisation and the dropout generator.
@@ -124,10 +124,10 @@ class MultiHeadAttention:
         self.bias, self.dropout = bool(bias), float(dropout)
         init_seed, dropout_seed = np.random.SeedSequence(seed).spawn(2)
         init_rng = np.random.default_rng(init_seed)
-        host = init_mha_params(self.d_model, self.kdim, self.vdim, self.bias, self.dtype, init_rng)
+        host = init_mha_params(self.d_model, self.kdim, self.vdim, self.bias, host_dtype_for(self.dtype), init_rng)
         if self.add_bias_kv:  # drawn after the others: a module without them keeps its seeded values
-            host.update(init_kv_bias(self.d_model, self.dtype, init_rng))
-        self.params = {name: asarray(p) for name, p in host.items()}
+            host.update(init_kv_bias(self.d_model, host_dtype_for(self.dtype), init_rng))
+        self.params = on_backend(host, self.dtype)
         self.rng = np.random.default_rng(dropout_seed)  # dropout masks, drawn on the host
         self.grads, self.head_mask_grad = {}, None
         self._cache, self._backward = None, None  # the last forward's cache, and the backward of its pair
@@ -192,8 +192,8 @@ class MultiHeadAttention:
         self._layout, query, key, value, key_padding_mask = batch_first_call(
             query, key, value, key_padding_mask, self.batch_first
         )
-        layout, params, half = self._layout, self.params, self.dtype == np.float16
-        if half:  # float16: the steps run in float32 (nn/half.py)
+        layout, params, half = self._layout, self.params, is_low(self.dtype)
+        if half:  # float16, bfloat16: the steps run in float32 (nn/half.py)
             arrays = dict(query=query, key=key, value=value, attn_mask=attn_mask, key_padding_mask=key_padding_mask)
             arrays = widen(self.dtype, arrays | {"head_mask": head_mask})
             query, key, value, attn_mask, key_padding_mask, head_mask = arrays.values()
@@ -208,13 +208,13 @@ class MultiHeadAttention:
             dropout_p=p, rng=self.rng, tiled=self._use_tiled(query, key, need_weights, p), is_causal=is_causal,
             **options,
         )  # fmt: skip
-        out = layout.from_batch_first(narrow(out) if half else out)
+        out = layout.from_batch_first(narrow(out, self.dtype) if half else out)
         if not need_weights:
             return out, None
         # a copy: the cached weights must stay as they were for backward
         xp = array_namespace(weights)
         weights = xp.mean(weights, axis=1) if average_attn_weights else xp.asarray(weights, copy=True)
-        return out, layout.weights(narrow(weights) if half else weights)
+        return out, layout.weights(narrow(weights, self.dtype) if half else weights)
 
     __call__ = forward
 
@@ -257,14 +257,12 @@ class MultiHeadAttention:
         array_namespace(dout, x)  # one library, one device
         if tuple(dout.shape) != shape:
             raise ValueError(f"dout must have the output's shape {shape}, got {tuple(dout.shape)}")
-        half = self.dtype == np.float16  # x is float32 then: the steps ran in float32
-        if (dtype_name(dout.dtype) != "float16") if half else (dout.dtype != x.dtype):
+        half = is_low(self.dtype)  # x is float32 then: the steps ran in float32
+        if (dtype_name(dout.dtype) != dtype_name(self.dtype)) if half else (dout.dtype != x.dtype):
             raise TypeError(f"dout has dtype {dtype_name(dout.dtype)}, expected {self.dtype}")
-        dout = widen(self.dtype, {"dout": dout})["dout"] if half else dout
-        dquery, dkey, dvalue, self.grads, self.head_mask_grad = self._backward(layout.to_batch_first(dout), self._cache)
-        if half:  # float32 gradients rounded once to the module's float16
-            self.grads, self.head_mask_grad = {n: narrow(g) for n, g in self.grads.items()}, narrow(self.head_mask_grad)
-            dquery, dkey, dvalue = narrow(dquery), narrow(dkey), narrow(dvalue)
+        dout = layout.to_batch_first(dout)
+        grads = low_backward(self._backward, self.dtype, dout, self._cache) if half else self._backward(dout, self._cache)
+        dquery, dkey, dvalue, self.grads, self.head_mask_grad = grads
         return layout.from_batch_first(dquery), layout.from_batch_first(dkey), layout.from_batch_first(dvalue)
 
     def num_parameters(self) -> int:
@@ -284,7 +282,8 @@ class MultiHeadAttention:
             KeyError: a needed name is missing, or an entry this module does not use.
             ValueError: a shape does not fit. TypeError: an entry is not floating point.
         """
-        host = host_params_from_torch(mapping, self.d_model, self.kdim, self.vdim, self.bias, self.dtype, self.add_bias_kv)
+        dtype = host_dtype_for(self.dtype)  # bfloat16 values come as float32 and are cast into the parameters
+        host = host_params_from_torch(mapping, self.d_model, self.kdim, self.vdim, self.bias, dtype, self.add_bias_kv)
         copy_into(self.params, host)
 
     def to_torch_state_dict(self):

@@ -102,3 +102,32 @@ def test_float16_on_the_tiled_path_equals_the_plain_path():
     for got, want in zip(*res, strict=True):
         assert got.dtype == np.float16
         xp_assert_close(got.astype(np.float64), want.astype(np.float64), rtol=2e-3, atol=1e-3)
+
+
+BF16_TOL = dict(rtol=8e-3, atol=1e-3)  # bfloat16 rounding (half-ulp 2**-9) of float32 results, against float64
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("backend", [leg for leg in LEGS if leg.values[0][0] == "torch"], indirect=True)
+def test_bfloat16_module_on_torch_returns_bfloat16_within_half_an_ulp_of_float64(backend, rng):
+    """Follows ``test_multihead_attention_dtype`` for the dtype torch alone has: bfloat16 parameters, output, weights
+    and gradients, each the float64 value of the same (bfloat16-valued) parameters to bfloat16's rounding; the state
+    dict round-trips through float32 exactly."""
+    torch = pytest.importorskip("torch")
+    x = {"q": rng.standard_normal((T, B, D)), "k": rng.standard_normal((S, B, D)), "v": rng.standard_normal((S, B, D))}
+    x.update(dout=rng.standard_normal((T, B, D)), mask=np.triu(np.ones((T, S), bool), 1))
+    as_bf16 = lambda a: torch.as_tensor(a).to(torch.bfloat16).double().numpy()  # noqa: E731
+    x = {n: as_bf16(v) if v.dtype != bool else v for n, v in x.items()}
+    low = mhattn.MultiHeadAttention(D, H, dtype=torch.bfloat16, seed=0, batch_first=False, add_zero_attn=True)
+    assert low.dtype == "bfloat16" and all(p.dtype == torch.bfloat16 for p in low.params.values())
+    wide = mhattn.MultiHeadAttention(D, H, dtype="float64", batch_first=False, add_zero_attn=True)
+    sd = low.to_torch_state_dict()
+    wide.load_torch_state_dict(sd)
+    low.load_torch_state_dict(sd)  # float32 host values cast back into the bfloat16 parameters: unchanged
+    a = {n: torch.as_tensor(v).to(torch.bfloat16) if v.dtype != bool else torch.as_tensor(v) for n, v in x.items()}
+    out, w = low(a["q"], a["k"], a["v"], attn_mask=a["mask"], average_attn_weights=False)
+    got = [out, w, *low.backward(a["dout"]), *low.grads.values()]
+    want, want_grads = _run(wide, backend, x, "float64", {})
+    for g, w_ in zip(got, [*want, *want_grads.values()], strict=True):
+        assert g.dtype == torch.bfloat16 and tuple(g.shape) == tuple(w_.shape)
+        xp_assert_close(g.double().numpy(), backend.to_numpy(w_), **BF16_TOL)
