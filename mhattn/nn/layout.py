@@ -68,7 +68,8 @@ def batch_first_call(query, key, value, key_padding_mask, batch_first: bool):
     """``(layout, query, key, value, key_padding_mask)`` of one call, the arrays batch first; ``key=None`` gives
     ``key = query`` and ``value=None`` ``value = key`` (one array each, so self-attention stays recognisable).
     Raises as :func:`layout_of`."""
-    if batch_first and all(getattr(a, "ndim", 3) == 3 for a in (query, key, value)):  # the course's every call
+    three = getattr(query, "ndim", 3) == 3 and getattr(key, "ndim", 3) == 3 and getattr(value, "ndim", 3) == 3
+    if batch_first and three:  # the course's every call
         key = query if key is None else key
         return BATCH_FIRST, query, key, key if value is None else value, key_padding_mask
     layout = layout_of(query, key, value, key_padding_mask, batch_first)
