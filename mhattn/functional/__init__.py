@@ -16,7 +16,12 @@ read-only views on NumPy and copies elsewhere (no read-only flag there). Each pu
 forward checks its inputs once; the inner steps it calls assume checked inputs.
 """
 
-from mhattn.functional.attention import scaled_dot_product_attention_backward, scaled_dot_product_attention_forward
+from mhattn.functional.attention import (
+    attention_scale_gradient,
+    scaled_dot_product_attention_backward,
+    scaled_dot_product_attention_forward,
+)
+from mhattn.functional.extra_keys import extra_keys_backward, extra_keys_forward
 from mhattn.functional.linear import linear_backward, linear_forward
 from mhattn.functional.masks import causal_mask, merge_masks
 from mhattn.functional.mha import PARAM_NAMES, multi_head_attention_backward, multi_head_attention_forward
@@ -25,9 +30,12 @@ from mhattn.functional.split_heads import combine_heads_backward, combine_heads_
 
 __all__ = [
     "PARAM_NAMES",
+    "attention_scale_gradient",
     "causal_mask",
     "combine_heads_backward",
     "combine_heads_forward",
+    "extra_keys_backward",
+    "extra_keys_forward",
     "linear_backward",
     "linear_forward",
     "merge_masks",

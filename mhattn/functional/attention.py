@@ -22,12 +22,13 @@ which removes any finite value it holds (0 * NaN is still NaN in ``weights @ v``
 from __future__ import annotations
 
 import math
+import numbers
 from typing import NamedTuple
 
-from mhattn.backend import array_namespace, broadcasts_to, read_only, uniform
-from mhattn.functional.masks import add_mask, cast_mask, check_mask_kind, dead_keys
+from mhattn.backend import array_namespace, broadcast_shape, broadcasts_to, device_of, read_only, uniform
+from mhattn.functional.masks import add_mask, cast_mask, causal_mask, check_mask_kind, dead_keys
 from mhattn.functional.softmax import SoftmaxCache, softmax_backward, softmax_forward
-from mhattn.functional.validate import check_attention_inputs, check_dropout
+from mhattn.functional.validate import check_attention_inputs, check_dropout, check_nested
 
 
 class AttentionCache(NamedTuple):
@@ -38,30 +39,67 @@ class AttentionCache(NamedTuple):
     softmax: SoftmaxCache  # holds the weights before dropout, (B, h, T, S)
     keep: object  # (B, h, T, S) dropout multipliers (0 or 1/(1-p)), or None
     dropped: object  # (B, h, T, S) the weights after dropout (the same array without dropout)
+    shapes: tuple | None = None  # the caller's q, k, v shapes: each gradient is summed back to its own (broadcasting)
 
 
-def check_attention_call(q, k, v, mask, dropout_p, rng):
+def sum_to_shape(grad, shape):
+    """``grad`` summed over the dimensions that broadcasting added or stretched, so it has ``shape``.
+
+    A q of shape ``(T, d_k)`` against k of shape ``(B, h, S, d_k)`` was used once per (b, h): its gradient is the
+    sum of the ``(B, h, T, d_k)`` per-use gradients over those two axes (as torch's autograd reduces a broadcast).
+    """
+    if tuple(grad.shape) == tuple(shape):
+        return grad
+    xp = array_namespace(grad)
+    lead = grad.ndim - len(shape)
+    if lead:
+        grad = xp.sum(grad, axis=tuple(range(lead)))  # the dimensions broadcasting put in front
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    return xp.sum(grad, axis=stretched, keepdims=True) if stretched else grad  # size-1 dimensions it stretched
+
+
+def check_attention_call(q, k, v, mask, dropout_p, rng, scale=None, is_causal=False, causal="upper_left"):
     """The checks of :func:`scaled_dot_product_attention_forward` (see its Raises), for it and the engine's twin."""
     check_attention_inputs(q, k, v)
+    check_nested(mask)
+    try:
+        lead = broadcast_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])  # q, k, v's leading dimensions, broadcast
+    except ValueError:
+        raise ValueError(
+            f"attention: the leading dimensions of q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)} "
+            "do not broadcast together"
+        ) from None
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not scale > 0):
+        raise ValueError(f"attention: scale must be None or a positive real number, got {scale!r}")
+    if causal not in ("upper_left", "lower_right"):
+        raise ValueError(f"attention: causal must be 'upper_left' or 'lower_right', got {causal!r}")
+    if is_causal and mask is not None:
+        raise ValueError("attention: give attn_mask or is_causal=True, not both (as torch's scaled_dot_product_attention)")
     if mask is not None:
         check_mask_kind("mask", mask)
         array_namespace(q, mask)
-        scores_shape = (*q.shape[:-1], k.shape[-2])
+        scores_shape = (*lead, q.shape[-2], k.shape[-2])
+        if mask.ndim < 2:  # as torch's scaled_dot_product_attention: a (S,) mask would broadcast over the queries
+            raise ValueError(f"attention: mask must be at least 2-D (..., T, S), got shape {tuple(mask.shape)}")
         if not broadcasts_to(mask.shape, scores_shape):
             raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores {scores_shape}")
     check_dropout(dropout_p, rng)
 
 
-def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
+def scaled_dot_product_attention_forward(
+    q, k, v, mask=None, dropout_p: float = 0.0, rng=None, *, scale=None, is_causal=False, causal="upper_left"
+):
     """Attention of every query over every key, per batch element and head.
 
     Args:
-        q: ``(B, h, T, d_k)`` float queries (float32/float64; float16 works too: the queries are scaled before
+        q: ``(B, h, T, d_k)`` float queries; any leading dimensions that broadcast against ``k``'s and ``v``'s
+            (torch's ``scaled_dot_product_attention``: ``(T, d_k)`` queries against ``(B, h, S, d_k)`` keys, say)
+            (float32/float64; float16 works too: the queries are scaled before
             the product, so scores that fit after scaling never overflow), any array-API array (NumPy, CuPy, torch,
             array-api-strict).
         k: ``(B, h, S, d_k)`` keys, same dtype, namespace and device.
         v: ``(B, h, S, d_v)`` values, same dtype, namespace and device.
-        mask: bool (True = not allowed) or float (added to the scores), broadcastable
+        mask: bool (True = not allowed) or float (added to the scores), at least 2-D, broadcastable
             to ``(B, h, T, S)``; ``None`` for no mask. A constant: the backward returns no gradient for it.
             A key hidden from every query
             (True, or ``-inf``, in its whole column) has no influence on any output or
@@ -69,6 +107,12 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
         dropout_p: probability of dropping a weight (0 disables dropout).
         rng: ``numpy.random.Generator`` for the dropout mask (drawn on the host, moved explicitly to
             ``q``'s device: the same seed drops the same weights on every library).
+        scale: the factor on the scores, ``1/sqrt(d_k)`` when ``None`` (torch's ``scale=``); a positive float.
+            A constant here as in torch; its gradient, where a caller treats it as an input, is
+            :func:`attention_scale_gradient`.
+        is_causal: mask key s > query t + offset (torch's ``is_causal``: no ``mask`` may be given with it).
+        causal: where the causal diagonal sits when T != S: ``"upper_left"`` (torch's ``is_causal``, offset 0)
+            or ``"lower_right"`` (torch's ``causal_lower_right``, offset S - T: the last query sees every key).
 
     Returns:
         ``(out, weights, cache)``, of ``q``'s namespace and device: ``out`` ``(B, h, T, d_v)``; ``weights``
@@ -77,14 +121,18 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
 
     Raises:
         TypeError: ``q``, ``k``, ``v`` are not float arrays of one dtype; ``mask`` is neither bool nor float;
-            arrays of two libraries.
-        ValueError: shapes disagree, the mask does not broadcast to ``(B, h, T, S)`` or holds
+            arrays of two libraries; a nested (jagged) tensor.
+        ValueError: shapes disagree, the mask is 1-D or does not broadcast to ``(B, h, T, S)`` or holds
             NaN or +inf, ``dropout_p`` is outside [0, 1), dropout is asked for without ``rng``,
-            or arrays on two devices.
+            arrays on two devices, a ``scale`` that is not a positive number, ``is_causal`` with a ``mask``,
+            or an unknown ``causal``.
     """
-    check_attention_call(q, k, v, mask, dropout_p, rng)
+    check_attention_call(q, k, v, mask, dropout_p, rng, scale, is_causal, causal)
     xp = array_namespace(q)
-    scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
+    shapes = (tuple(q.shape), tuple(k.shape), tuple(v.shape))
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)  # a Python float keeps float32 float32
+    if is_causal:
+        mask = causal_mask(q.shape[-2], k.shape[-2], xp, device=device_of(q), lower_right=causal == "lower_right")
     if mask is not None:
         # 0. keys hidden from every query are zeroed: their weight is exactly 0, and 0 * NaN would still be NaN
         dead = dead_keys(mask)[..., None]  # (..., S, 1)
@@ -109,7 +157,7 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
         dropped = weights * keep
     # 5. weighted sum of the values
     out = xp.matmul(dropped, v)  # (B, h, T, S) @ (B, h, S, d_v) -> (B, h, T, d_v)
-    return out, read_only(weights), AttentionCache(q, k, v, scale, sm_cache, keep, dropped)
+    return out, read_only(weights), AttentionCache(q, k, v, scale, sm_cache, keep, dropped, shapes)
 
 
 def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
@@ -119,9 +167,11 @@ def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
         dout: ``(B, h, T, d_v)`` upstream gradient, of the forward's namespace and device.
 
     Returns:
-        ``(dq, dk, dv)`` with the shapes of ``q``, ``k``, ``v``, on their namespace and device.
+        ``(dq, dk, dv)`` with the shapes of ``q``, ``k``, ``v``, on their namespace and device: where the forward
+        broadcast an input (leading dimensions added, or size-1 dimensions stretched), its gradient is summed over
+        those dimensions back to the input's shape.
     """
-    q, k, v, scale, sm_cache, keep, dropped = cache
+    q, k, v, scale, sm_cache, keep, dropped, shapes = cache
     xp = array_namespace(dout, q)
     # step 5 was: out = dropped @ v
     ddropped = xp.matmul(dout, v.mT)  # (B, h, T, d_v) @ (B, h, d_v, S) -> (B, h, T, S)
@@ -136,4 +186,21 @@ def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
     # step 1 was: q * scale
     dq = dqs * scale  # (B, h, T, d_k)
     # step 0 was: zero the keys hidden from every query -> their weights are 0, so dk and dv are 0 there already
-    return dq, dk, dv
+    if shapes is None:
+        return dq, dk, dv
+    # each input was broadcast against the others: sum every gradient back to its input's shape
+    return tuple(sum_to_shape(g, shape) for g, shape in zip((dq, dk, dv), shapes, strict=True))
+
+
+def attention_scale_gradient(dq, q, scale):
+    """``∂L/∂scale`` for a caller that treats the scale as an input: step 1 was ``qs = q * scale``, so
+    ``∂L/∂scale = sum(∂L/∂qs * q) = sum(dq * q) / scale`` (``dq = ∂L/∂qs * scale`` is what the backward returns).
+
+    Args:
+        dq: the backward's ``dq``, ``q``'s shape; q: the forward's queries; scale: the forward's scale (a float).
+
+    Returns:
+        A 0-D array of ``q``'s dtype, namespace and device.
+    """
+    xp = array_namespace(dq, q)
+    return xp.sum(dq * q) / scale

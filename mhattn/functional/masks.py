@@ -24,11 +24,16 @@ from mhattn.backend import (
 from mhattn.functional.validate import ARRAY_KINDS
 
 
-def causal_mask(T: int, S: int | None = None, xp=None, *, device=None):
+def causal_mask(T: int, S: int | None = None, xp=None, *, device=None, lower_right: bool = False):
     """Bool ``(T, S)`` mask, True above the diagonal: query t may see keys 0..t only.
+
+    With ``lower_right`` the diagonal ends in the last key instead (torch's ``causal_lower_right``): query t
+    may see keys 0..t + S - T, so the last query sees every key (a query with t + S - T < 0 sees none).
+    For T = S the two are the same mask.
 
     Args:
         T: number of queries; S: number of keys (default ``T``).
+        lower_right: align the diagonal at the bottom-right corner rather than the top-left.
         xp: array namespace for the result (default: the current backend's).
         device: where the result lives (default: the current backend's device when ``xp`` is not given
             or is the current backend's namespace, else ``xp``'s default device).
@@ -45,7 +50,7 @@ def causal_mask(T: int, S: int | None = None, xp=None, *, device=None):
     xp = xp or current
     if device is None and xp is current:
         device = get_device()
-    return xp.triu(xp.ones((T, S), dtype=xp.bool, device=device), k=1)  # (T, S)
+    return xp.triu(xp.ones((T, S), dtype=xp.bool, device=device), k=1 + (S - T if lower_right else 0))  # (T, S)
 
 
 def check_mask_kind(name, m):
@@ -120,25 +125,31 @@ def merge_masks(attn_mask, key_padding_mask, B: int, h: int, T: int, S: int, dty
 
     Raises:
         TypeError: a mask is not an array, or neither bool nor float; the masks are of two libraries.
-        ValueError: a mask's shape does not fit ``(B, h, T, S)`` / ``(B, S)``, a float mask holds NaN or +inf,
+        ValueError: a mask's shape does not fit ``(B, h, T, S)`` / ``(B, S)`` (a 1-D ``attn_mask`` is refused, as
+            torch refuses it, rather than broadcast over the queries), a float mask holds NaN or +inf,
             or the masks are on two devices.
     """
     masks = []
     if attn_mask is not None:
         check_mask_kind("attn_mask", attn_mask)
+        if attn_mask.ndim < 2:  # torch's MultiheadAttention takes 2-D and 3-D masks only; (S,) would broadcast silently
+            raise ValueError(
+                f"attn_mask must be 2-D (T, S)=({T}, {S}), 3-D or 4-D, got a {attn_mask.ndim}-D mask of shape "
+                f"{tuple(attn_mask.shape)}; to hide keys from every query use key_padding_mask (B, S)=({B}, {S})"
+            )
         if attn_mask.ndim == 3 and attn_mask.shape == (B * h, T, S):
             attn_mask = array_namespace(attn_mask).reshape(attn_mask, (B, h, T, S))  # torch's (B*h, T, S) layout
         three_d_ambiguous = attn_mask.ndim == 3 and attn_mask.shape[0] != 1  # (h, T, S) or (B, T, S)? refuse, as torch does
         if three_d_ambiguous or not broadcasts_to(attn_mask.shape, (B, h, T, S)):
             raise ValueError(
-                f"attn_mask has shape {attn_mask.shape}; expected (T, S)=({T}, {S}), "
+                f"attn_mask has shape {tuple(attn_mask.shape)}; expected (T, S)=({T}, {S}), "
                 f"(B*h, T, S)=({B * h}, {T}, {S}), (1, T, S), or a 4-D shape broadcastable to (B, h, T, S)=({B}, {h}, {T}, {S})"
             )
         masks.append(attn_mask)
     if key_padding_mask is not None:
         check_mask_kind("key_padding_mask", key_padding_mask)
         if key_padding_mask.shape != (B, S):
-            raise ValueError(f"key_padding_mask has shape {key_padding_mask.shape}; expected (B, S)=({B}, {S})")
+            raise ValueError(f"key_padding_mask has shape {tuple(key_padding_mask.shape)}; expected (B, S)=({B}, {S})")
         masks.append(array_namespace(key_padding_mask).reshape(key_padding_mask, (B, 1, 1, S)))
     xp = array_namespace(*masks)
     if not masks:

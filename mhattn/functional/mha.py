@@ -10,6 +10,7 @@ head's output before the concat.
 Forward steps (numbered; the backward undoes them in reverse)::
 
     1. Q, K, V = query W_q + b_q, key W_k + b_k, value W_v + b_v   (B, T|S, d_model)
+       1b. optional extra keys: bias_k/bias_v, then a zero row      (B, S+n, d_model)  (extra_keys.py)
     2. split:   q, k, v                                              (B, h, T|S, d_k)
     3. per-head attention: 3a scores q k^T / sqrt(d_k), 3b softmax,  (B, h, T, d_k)
        3c weights @ v (attention.py, softmax.py)
@@ -29,6 +30,13 @@ from mhattn.functional.attention import (
     scaled_dot_product_attention_forward,
 )
 from mhattn.functional.attention_tiled import TiledAttentionCache, tiled_attention_backward, tiled_attention_forward
+from mhattn.functional.extra_keys import (
+    ExtraKeysCache,
+    check_static_kv,
+    extra_keys_backward,
+    extra_keys_forward,
+    pad_mask,
+)
 from mhattn.functional.linear import LinearCache, linear_backward, linear_forward
 from mhattn.functional.masks import cast_mask, causal_mask, dead_keys, merge_masks
 from mhattn.functional.split_heads import (
@@ -41,6 +49,8 @@ from mhattn.functional.split_heads import (
 from mhattn.functional.validate import check_dropout, check_mha_inputs
 
 PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
+# options only the reference steps have: the speed twins refuse them, and nn/ falls back to the reference
+REFERENCE_ONLY_PARAMS = ("bias_k", "bias_v")
 
 
 class MHACache(NamedTuple):
@@ -50,6 +60,7 @@ class MHACache(NamedTuple):
     heads: object  # (B, h, T, d_k) step-3 output, kept for d(head_mask)
     head_mask: object  # (h,) or (B, h), or None
     out_proj: LinearCache  # step 6
+    extra: ExtraKeysCache | None = None  # step 1b (None: no extra keys, as the engine's caches)
 
 
 def check_mha_call(query, key, value, params, num_heads, head_mask, dropout_p, rng, tiled) -> int:
@@ -118,6 +129,9 @@ def multi_head_attention_forward(
     rng=None,
     tiled=False,
     is_causal=False,
+    add_zero_attn=False,
+    static_k=None,
+    static_v=None,
 ):
     """Multi-head attention forward pass, batch first.
 
@@ -127,19 +141,25 @@ def multi_head_attention_forward(
         key: ``(B, S, kdim)``; value: ``(B, S, vdim)``; pass ``query`` itself for self-attention.
         params: mapping with ``W_q (d_model, d_model)``, ``W_k (kdim, d_model)``,
             ``W_v (vdim, d_model)``, ``W_o (d_model, d_model)`` and optionally
-            ``b_q, b_k, b_v, b_o (d_model,)``; all of the inputs' dtype.
+            ``b_q, b_k, b_v, b_o (d_model,)``, and optionally ``bias_k, bias_v (d_model,)`` (torch's
+            ``add_bias_kv``: one learned key/value position appended, step 1b); all of the inputs' dtype.
         num_heads: h; ``d_k = d_model // h``.
         attn_mask: see :mod:`mhattn.functional.masks`; key_padding_mask: ``(B, S)``. Masks are constants: the
             backward returns no gradient for them (as torch, pytorch/pytorch#148476).
         head_mask: ``(h,)`` or ``(B, h)`` multipliers ξ on each head's output.
         dropout_p, rng: dropout on the attention weights (see attention.py).
         tiled: step 3 by :mod:`mhattn.functional.attention_tiled` (no weights stored; no dropout).
-        is_causal: also mask key s > query t (the tiled path skips the tiles above the diagonal).
+        is_causal: also mask key s > query t (the tiled path skips the tiles above the diagonal). mhattn's own
+            meaning, kept on purpose: torch's ``MultiheadAttention`` takes ``is_causal`` as a hint that needs the
+            causal ``attn_mask`` itself (docs/torch_parity.md).
+        add_zero_attn: append a zero key/value position after the others (torch's ``add_zero_attn``, step 1b).
+        static_k, static_v: ``(B*h, S, d_k)`` keys/values per head used in place of the projected ones (torch's
+            ``static_k``/``static_v``; step 1b); not with ``bias_k``. Their gradients come back in ``grads``.
 
     Returns:
         ``(out, weights, cache)``, of ``query``'s namespace and device: ``out`` ``(B, T, d_model)``;
-        ``weights`` ``(B, h, T, S)`` per head, before dropout, read-only (a view of the cached
-        weights on NumPy, a copy elsewhere); ``None`` when ``tiled``. An empty batch (B = 0) gives
+        ``weights`` ``(B, h, T, S + n)`` per head (n extra positions of step 1b, last), before dropout, read-only
+        (a view of the cached weights on NumPy, a copy elsewhere); ``None`` when ``tiled``. An empty batch (B = 0) gives
         empty arrays of these shapes.
 
     A key position that the masks hide from every query of every head has no influence
@@ -150,18 +170,31 @@ def multi_head_attention_forward(
     Raises:
         TypeError, ValueError: see :func:`mhattn.functional.validate.check_mha_inputs`,
         :func:`mhattn.functional.validate.check_dropout` and :func:`mhattn.functional.masks.merge_masks`;
-        ValueError for ``tiled`` with dropout. Arrays of two libraries: TypeError; on two devices: ValueError.
+        ValueError for ``tiled`` with dropout, for ``static_k``/``static_v`` of a shape other than ``(B*h, S, d_k)``
+        or given with ``bias_k`` (TypeError for one of another dtype). Arrays of two libraries: TypeError; on two
+        devices: ValueError.
     """
     num_heads = check_mha_call(query, key, value, params, num_heads, head_mask, dropout_p, rng, tiled)
+    if static_k is not None or static_v is not None:
+        d_model = params["W_q"].shape[1]
+        B, S, d_k = query.shape[0], key.shape[1], d_model // num_heads
+        check_static_kv(static_k, static_v, params.get("bias_k"), B, num_heads, S, d_k, query.dtype)
+    n_extra = (params.get("bias_k") is not None) + bool(add_zero_attn)  # step 1b's positions
+    skip_tiles = tiled and is_causal and not n_extra  # extra keys sit after the diagonal: their mask is explicit
     # 0. one mask; keys hidden from everything are zeroed (NaN there cannot leak)
-    key, value, mask = merge_mha_masks(query, key, value, num_heads, attn_mask, key_padding_mask, is_causal, tiled)
+    key, value, mask = merge_mha_masks(query, key, value, num_heads, attn_mask, key_padding_mask, is_causal, skip_tiles)
     # 1. the three projections
     (Q, K, V), proj = _project_qkv(query, key, value, params)  # (B, T|S, d_model)
+    # 1b. static keys/values in place of K, V; extra key positions (add_bias_kv, add_zero_attn), mask columns allowed
+    (K, V), extra = extra_keys_forward(
+        K, V, params.get("bias_k"), params.get("bias_v"), add_zero_attn, static_k, static_v, num_heads
+    )  # (B, S + n, d_model)
+    mask = pad_mask(mask, key.shape[1], n_extra)  # (..., S + n)
     # 2. split d_model into h heads of d_k
-    (q, k, v), split = _split_qkv(Q, K, V, num_heads)  # (B, h, T|S, d_k)
+    (q, k, v), split = _split_qkv(Q, K, V, num_heads)  # (B, h, T|S+n, d_k)
     # 3. scaled dot-product attention in every head at once
     if tiled:
-        (heads, _, att), weights = tiled_attention_forward(q, k, v, mask, causal=is_causal), None  # (B, h, T, d_k)
+        (heads, _, att), weights = tiled_attention_forward(q, k, v, mask, causal=skip_tiles), None  # (B, h, T, d_k)
     else:
         heads, weights, att = scaled_dot_product_attention_forward(q, k, v, mask, dropout_p, rng)  # (B, h, T, d_k)
     # 4. the head mask ξ scales each head's output
@@ -171,7 +204,7 @@ def multi_head_attention_forward(
     # 6. output projection
     out, out_proj = linear_forward(concat, params["W_o"], params.get("b_o"))  # (B, T, d_model)
     weights = None if weights is None else read_only(weights)
-    return out, weights, MHACache(proj, split, att, heads, head_mask, out_proj)
+    return out, weights, MHACache(proj, split, att, heads, head_mask, out_proj, extra)
 
 
 def multi_head_attention_backward(dout, cache: MHACache):
@@ -183,7 +216,8 @@ def multi_head_attention_backward(dout, cache: MHACache):
     Returns:
         ``(dquery, dkey, dvalue, grads, dhead_mask)``: input gradients with the
         inputs' shapes (for self-attention add the three); ``grads`` maps each
-        name in ``params`` to its gradient; ``dhead_mask`` has the head mask's
+        name in ``params`` to its gradient (and ``static_k``/``static_v`` to theirs when the forward took them;
+        the key/value projections they replaced get zeros, as in torch); ``dhead_mask`` has the head mask's
         shape, or is ``None`` without one. All of the forward's namespace and device.
     """
     grads = {}
@@ -206,7 +240,11 @@ def multi_head_attention_backward(dout, cache: MHACache):
     else:
         dq, dk, dv = scaled_dot_product_attention_backward(dheads, cache.attention)  # (B, h, T|S, d_k)
     # step 2 was: split into heads -> concat the head gradients
-    dQ, dK, dV = (split_heads_backward(d, cache.split) for d in (dq, dk, dv))  # (B, T|S, d_model)
+    dQ, dK, dV = (split_heads_backward(d, cache.split) for d in (dq, dk, dv))  # (B, T|S+n, d_model)
+    # step 1b was: extra key positions -> the bias rows' gradient summed over the batch, the zero row's dropped
+    extra = {}
+    if cache.extra is not None:
+        dK, dV, extra = extra_keys_backward(dK, dV, cache.extra)  # (B, S, d_model); bias_k, static_k, ... grads
     # step 1 was: the three projections
     dquery, grads["W_q"], db_q = linear_backward(dQ, cache.proj[0])
     dkey, grads["W_k"], db_k = linear_backward(dK, cache.proj[1])
@@ -214,6 +252,7 @@ def multi_head_attention_backward(dout, cache: MHACache):
     for name, db in (("b_q", db_q), ("b_k", db_k), ("b_v", db_v), ("b_o", db_o)):
         if db is not None:
             grads[name] = db
+    grads.update(extra)  # bias_k, bias_v (parameters) and static_k, static_v (inputs) where the forward had them
     return dquery, dkey, dvalue, grads, dhead_mask
 
 

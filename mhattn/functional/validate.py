@@ -16,6 +16,7 @@ from mhattn.backend.argtypes import as_integer
 
 WEIGHT_NAMES = ("W_q", "W_k", "W_v", "W_o")
 BIAS_NAMES = ("b_q", "b_k", "b_v", "b_o")
+KV_BIAS_NAMES = ("bias_k", "bias_v")  # torch's add_bias_kv: one learned key and value appended (extra_keys.py)
 
 
 ARRAY_KINDS = "an array (NumPy, CuPy, torch or array-api-strict; see mhattn.asarray)"
@@ -34,6 +35,7 @@ def check_float_array(name, a, dtype=None):
         if dtype is not None and a.dtype != dtype:
             raise TypeError(f"{name} has dtype {a.dtype} but the parameters are {dtype}; cast one of them")
         return
+    check_nested(a)
     if not is_array(a):
         raise TypeError(f"{name} must be {ARRAY_KINDS}, got {type(a).__name__}")
     if not _real_floating(array_namespace(a), a.dtype):
@@ -62,10 +64,11 @@ def check_dropout(dropout_p, rng, where="attention"):
 
 def check_params(params, num_heads):
     """Shapes and dtypes of ``W_q (d_model, d_model)``, ``W_k (kdim, d_model)``,
-    ``W_v (vdim, d_model)``, ``W_o (d_model, d_model)`` and the optional ``(d_model,)`` biases.
+    ``W_v (vdim, d_model)``, ``W_o (d_model, d_model)``, the optional ``(d_model,)`` biases and the optional
+    ``bias_k``, ``bias_v`` ``(d_model,)`` (torch's ``add_bias_kv``).
 
     Raises:
-        KeyError: a weight is missing, or only some of the four biases are given.
+        KeyError: a weight is missing, or only some of the four biases (or one of bias_k, bias_v) are given.
         TypeError, ValueError: a parameter of the wrong kind, dtype or shape.
     """
     missing = [n for n in WEIGHT_NAMES if n not in params]
@@ -95,6 +98,19 @@ def check_params(params, num_heads):
         check_float_array(name, b, dtype)
         if b.shape != (d_model,):
             raise ValueError(f"{name} has shape {b.shape}, expected {(d_model,)}")
+    if params.get("bias_k") is not None or params.get("bias_v") is not None:  # add_bias_kv (rare: checked apart)
+        _check_kv_bias(params, d_model, dtype)
+
+
+def _check_kv_bias(params, d_model, dtype):
+    """``bias_k`` and ``bias_v``: both, ``(d_model,)``, of the weights' dtype (see :func:`check_params`)."""
+    kv = [name for name in KV_BIAS_NAMES if params.get(name) is not None]
+    if len(kv) != 2:
+        raise KeyError(f"give both bias_k and bias_v (add_bias_kv) or neither; got {kv}")
+    for name in kv:
+        check_float_array(name, params[name], dtype)
+        if params[name].shape != (d_model,):
+            raise ValueError(f"{name} has shape {params[name].shape}, expected {(d_model,)}")
 
 
 def check_mha_inputs(query, key, value, params, num_heads, head_mask=None) -> int:
@@ -134,6 +150,20 @@ def check_mha_inputs(query, key, value, params, num_heads, head_mask=None) -> in
                 f"head_mask has shape {head_mask.shape}; expected (h,)=({num_heads},) or (B, h)=({query.shape[0]}, {num_heads})"
             )
     return num_heads
+
+
+def check_nested(*arrays):
+    """No torch nested (jagged) tensor among ``arrays``: mhattn's steps need one dense shape.
+
+    Raises:
+        TypeError: a nested tensor, named as such, with what to do instead.
+    """
+    for a in arrays:
+        if getattr(a, "is_nested", False) is True:
+            raise TypeError(
+                "nested (jagged) tensors are not supported: pad the sequences to one length and pass a "
+                "key_padding_mask (torch.nested.to_padded_tensor(x, 0.0) gives the padded tensor)"
+            )
 
 
 def check_attention_inputs(q, k, v):

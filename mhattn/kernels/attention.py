@@ -62,7 +62,7 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
 
 def attend_backward(dout, cache: AttentionCache):
     """The steps of the backward on one chunk of the batch: ``(dq, dk, dv)``."""
-    q, k, v, scale, sm_cache, keep, dropped = cache
+    q, k, v, scale, sm_cache, keep, dropped, _ = cache  # the engine never broadcasts: no shapes to sum back to
     # step 5 was: out = dropped @ v
     ddropped = dout @ v.mT  # (B, h, T, d_v) @ (B, h, d_v, S) -> (B, h, T, S)
     dv = dropped.mT @ dout  # (B, h, S, T) @ (B, h, T, d_v) -> (B, h, S, d_v)

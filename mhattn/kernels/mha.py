@@ -19,7 +19,7 @@ import numpy as np
 from mhattn.backend import read_only
 from mhattn.functional.attention_tiled import TiledAttentionCache
 from mhattn.functional.linear import LinearCache
-from mhattn.functional.mha import MHACache, check_mha_call, merge_mha_masks
+from mhattn.functional.mha import REFERENCE_ONLY_PARAMS, MHACache, check_mha_call, merge_mha_masks
 from mhattn.functional.split_heads import HeadsCache
 from mhattn.kernels import attention, pool
 from mhattn.kernels import tiled as tiled_attention
@@ -83,6 +83,8 @@ def multi_head_attention_forward(
     """:func:`mhattn.functional.mha.multi_head_attention_forward` on NumPy float32/float64 arrays: the same
     arguments, checks (Raises) and results ``(out, weights, cache)``, as one pooled call."""
     num_heads = check_mha_call(query, key, value, params, num_heads, head_mask, dropout_p, rng, tiled)
+    if params.get("bias_k") is not None or params.get("bias_v") is not None:  # REFERENCE_ONLY_PARAMS
+        raise ValueError(f"the engine has no add_bias_kv ({REFERENCE_ONLY_PARAMS}): run the reference steps")
     with pool.pooled(work(query, key, params["W_q"].shape[1])):
         key, value, mask = merge_mha_masks(query, key, value, num_heads, attn_mask, key_padding_mask, is_causal, tiled)
         (Q, K, V), proj = _project_qkv(query, key, value, params)  # 1. (B, T|S, d_model)

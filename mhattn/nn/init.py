@@ -10,7 +10,7 @@ arrays to the current backend), so one seed gives bit-identical weights on both 
   (Glorot & Bengio 2010), ``U(-a, a)``, ``a = sqrt(6 / (fan_in + fan_out))``, on the packed
   ``in_proj_weight`` ``(3 d_model, d_model)`` when ``kdim == vdim == d_model`` (so
   ``a = sqrt(6 / (4 d_model))``), on each of ``q/k/v_proj_weight`` otherwise; ``W_o``
-  keeps ``nn.Linear``'s ``U(±1/sqrt(d_model))``; biases 0.
+  keeps ``nn.Linear``'s ``U(±1/sqrt(d_model))``; biases 0; ``bias_k``/``bias_v`` (``add_bias_kv``) ``N(0, 1/d_model)``.
 * Linear maps (feed-forward, classifiers): ``nn.Linear``'s ``U(±1/sqrt(fan_in))``, biases 0.
 * Token embedding: ``N(0, 1)``, as ``nn.Embedding``. LayerNorm: ``gamma = 1``, ``beta = 0``.
 """
@@ -52,6 +52,13 @@ def init_mha_params(d_model, kdim, vdim, bias, dtype, rng: np.random.Generator):
     if bias:
         params.update({name: np.zeros(d_model, dtype) for name in PARAM_NAMES[4:]})
     return {name: np.ascontiguousarray(p) for name, p in params.items()}
+
+
+def init_kv_bias(d_model, dtype, rng: np.random.Generator):
+    """``{bias_k, bias_v}`` ``(d_model,)`` each, as torch's ``add_bias_kv``: ``xavier_normal_`` on a
+    ``(1, 1, d_model)`` tensor, whose fans are both ``d_model``, so ``N(0, 1/d_model)``."""
+    std = math.sqrt(1.0 / d_model)
+    return {name: np.ascontiguousarray(rng.normal(0.0, std, size=d_model).astype(dtype)) for name in ("bias_k", "bias_v")}
 
 
 def init_linear(d_in, d_out, rng: np.random.Generator, dtype):

@@ -2,7 +2,8 @@
 
 torch stores weights ``(out, in)`` and uses ``x @ W.T``; mhattn stores ``(in, out)``
 and uses ``x @ W``, so every weight is transposed on the way in and out. The
-packed ``in_proj_weight`` ``(3 d_model, d_model)`` holds W_q, W_k, W_v as row blocks.
+packed ``in_proj_weight`` ``(3 d_model, d_model)`` holds W_q, W_k, W_v as row blocks. ``bias_k``/``bias_v``
+(``add_bias_kv``) are ``(1, 1, d_model)`` in torch and ``(d_model,)`` here.
 """
 
 from __future__ import annotations
@@ -12,19 +13,19 @@ import numpy as np
 from mhattn.backend import asarray, to_numpy
 
 
-def _checked_host_arrays(mapping, bias):
+def _checked_host_arrays(mapping, bias, add_bias_kv=False):
     """Host float arrays of ``mapping``, refusing entries this module would not use."""
     if not hasattr(mapping, "items"):
         raise TypeError(f"expected a mapping of parameter names to arrays (a state dict), got {type(mapping).__name__}")
     m = {k: to_numpy(v) for k, v in mapping.items()}  # torch's bfloat16 comes as float32, float16 as float16
-    if "bias_k" in m or "bias_v" in m:
-        raise ValueError("state dict has bias_k/bias_v (add_bias_kv=True), which mhattn does not support")
     packed = "in_proj_weight" in m
     expected = {"in_proj_weight"} if packed else {"q_proj_weight", "k_proj_weight", "v_proj_weight"}
     expected |= {"out_proj.weight"} | ({"in_proj_bias", "out_proj.bias"} if bias else set())
+    expected |= {"bias_k", "bias_v"} if add_bias_kv else set()
     unexpected = sorted(set(m) - expected)
     if unexpected:
         why = " (the module has bias=False)" if {"in_proj_bias", "out_proj.bias"} & set(unexpected) else ""
+        why += " (the module has add_bias_kv=False)" if {"bias_k", "bias_v"} & set(unexpected) else ""
         raise KeyError(f"state dict has entries this module does not use{why}: {unexpected}")
     for k, v in m.items():
         if v.dtype.kind != "f":
@@ -32,7 +33,7 @@ def _checked_host_arrays(mapping, bias):
     return m
 
 
-def params_from_torch(mapping, d_model, kdim, vdim, bias, dtype):
+def params_from_torch(mapping, d_model, kdim, vdim, bias, dtype, add_bias_kv=False):
     """mhattn ``params`` (new arrays on the current backend and device) from a torch-named mapping of arrays.
 
     ``MultiHeadAttention.load_torch_state_dict`` instead copies :func:`host_params_from_torch` into its
@@ -42,15 +43,16 @@ def params_from_torch(mapping, d_model, kdim, vdim, bias, dtype):
         KeyError: a needed name is missing (the message lists what is there), or an entry is
             not used by this module (e.g. biases for ``bias=False``; both weight layouts at once).
         TypeError: not a mapping, or an entry that is not floating point.
-        ValueError: an array has the wrong shape, or the mapping uses
-            ``bias_k``/``bias_v`` (``add_bias_kv``), which mhattn does not support.
+        ValueError: an array has the wrong shape. (``bias_k``/``bias_v`` are taken with ``add_bias_kv``, and are
+            a KeyError without it.)
     """
-    return {k: asarray(v) for k, v in host_params_from_torch(mapping, d_model, kdim, vdim, bias, dtype).items()}
+    host = host_params_from_torch(mapping, d_model, kdim, vdim, bias, dtype, add_bias_kv)
+    return {k: asarray(v) for k, v in host.items()}
 
 
-def host_params_from_torch(mapping, d_model, kdim, vdim, bias, dtype):
+def host_params_from_torch(mapping, d_model, kdim, vdim, bias, dtype, add_bias_kv=False):
     """:func:`params_from_torch`'s arrays on the host: C-contiguous NumPy arrays of ``dtype`` (same errors)."""
-    m = _checked_host_arrays(mapping, bias)
+    m = _checked_host_arrays(mapping, bias, add_bias_kv)
 
     def take(name, shape):
         if name not in m:
@@ -74,6 +76,8 @@ def host_params_from_torch(mapping, d_model, kdim, vdim, bias, dtype):
     if bias:
         b = take("in_proj_bias", (3 * d_model,))
         W.update(b_q=b[:d_model], b_k=b[d_model : 2 * d_model], b_v=b[2 * d_model :], b_o=take("out_proj.bias", (d_model,)))
+    if add_bias_kv:  # torch's (1, 1, d_model) parameters, appended key and value (functional/extra_keys.py)
+        W.update(bias_k=take("bias_k", (1, 1, d_model))[0, 0], bias_v=take("bias_v", (1, 1, d_model))[0, 0])
     return {k: np.ascontiguousarray(v) for k, v in W.items()}
 
 
@@ -87,6 +91,8 @@ def params_to_torch(params, d_model, kdim, vdim):
         out.update(q_proj_weight=p["W_q"].T.copy(), k_proj_weight=p["W_k"].T.copy(), v_proj_weight=p["W_v"].T.copy())
     if "b_q" in p:
         out["in_proj_bias"] = np.concat([p["b_q"], p["b_k"], p["b_v"]])
+    if "bias_k" in p:
+        out.update(bias_k=p["bias_k"].reshape(1, 1, d_model).copy(), bias_v=p["bias_v"].reshape(1, 1, d_model).copy())
     out["out_proj.weight"] = p["W_o"].T.copy()
     if "b_o" in p:
         out["out_proj.bias"] = p["b_o"].copy()

@@ -22,7 +22,7 @@ def mod():
         (dict(d_model=10, num_heads=3), r"d_model=10 is not divisible by num_heads=3"),
         (dict(d_model=0, num_heads=1), r"d_model must be a positive integer, got 0"),
         (dict(d_model=8, num_heads=2, dropout=1.0), r"dropout must be a number in \[0, 1\), got 1.0"),
-        (dict(d_model=8, num_heads=2, dtype="int32"), r"dtype must be float32 or float64, got 'int32'"),
+        (dict(d_model=8, num_heads=2, dtype="int32"), r"dtype must be float16, float32, float64 or .* got 'int32'"),
     ],
 )
 def test_constructor_errors(kwargs, match):
@@ -38,8 +38,12 @@ def test_wrong_trailing_dimension(mod):
 
 
 def test_wrong_rank(mod):
+    with pytest.raises(ValueError, match=r"query must be 3-D \(B, T, E\) or unbatched 2-D \(T, E\), got shape \(1, 3, 8, 1\)"):
+        mod(np.zeros((1, 3, 8, 1)))
+    with pytest.raises(ValueError, match=r"query is 2-D but key has shape \(1, 4, 8\)"):
+        mod(np.zeros((3, 8)), np.zeros((1, 4, 8)))
     with pytest.raises(ValueError, match=r"query must be 3-D \(B, L, E\) \(batch first\), got shape \(3, 8\)"):
-        mod(np.zeros((3, 8)))
+        F.multi_head_attention_forward(np.zeros((3, 8)), np.zeros((3, 8)), np.zeros((3, 8)), mod.params, 2)
 
 
 def test_batch_and_length_mismatch(mod):
@@ -117,7 +121,7 @@ def test_state_dict_errors_leave_parameters_alone(mod):
     missing = {k: v for k, v in sd.items() if k != "in_proj_bias"}
     with pytest.raises(KeyError, match=r"in_proj_bias"):
         mod.load_torch_state_dict(missing)
-    with pytest.raises(ValueError, match=r"bias_k/bias_v"):
+    with pytest.raises(KeyError, match=r"add_bias_kv=False"):
         mod.load_torch_state_dict(dict(sd, bias_k=np.zeros((1, 1, 8))))
     for k in before:
         xp_assert_equal(before[k], mod.params[k])
