@@ -55,7 +55,8 @@ def install_finder(sources: dict, allowed, stdlib: list | None = None) -> None:
 
 
 def limit(memory: int, cpu: int, file_size: int) -> None:
-    """Address space, CPU seconds, file size, processes; on Linux, adopt orphans (a double fork) so the grader finds them.
+    """Address space, CPU seconds, file size, processes; on Linux, adopt orphans (a double fork) so the grader finds
+    them, and become non-dumpable (``PR_SET_DUMPABLE`` 0: its memory is nobody's to read through ``/proc`` or ptrace).
 
     ``RLIMIT_NPROC`` counts the user's tasks (in the sandbox, those of its user namespace), so it is set to the
     tasks this user has now plus :data:`SPARE_TASKS`. It does not bind root: the grader puts the worker in a
@@ -66,7 +67,9 @@ def limit(memory: int, cpu: int, file_size: int) -> None:
     import resource
 
     try:
-        ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).prctl(36, 1, 0, 0, 0)  # 36: PR_SET_CHILD_SUBREAPER
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # 36: PR_SET_CHILD_SUBREAPER
+        libc.prctl(4, 0, 0, 0, 0)  # 4: PR_SET_DUMPABLE 0: no process of another user's (or this one's) may trace it
     except (OSError, AttributeError, TypeError):  # not Linux: the grader kills the process group only
         pass
     tasks = _tasks() + SPARE_TASKS

@@ -9,6 +9,7 @@ plain data. The comparison and the points happen here (:mod:`mhattn.grade.verdic
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format  # noqa: F401 - loaded before any worker runs (plain mode watches numpy's files)
 
-from mhattn.grade import guard, imports, launch, probe, sandbox, scan, user, verdict
+from mhattn.grade import guard, imports, launch, pool, probe, sandbox, scan, user, verdict
 from mhattn.grade.harness import one_line
 from mhattn.grade.spec import EXERCISES, Exercise, find
 from mhattn.grade.stubs import stubs_for
@@ -38,8 +39,8 @@ ENV_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OPENBLAS_CORETYPE", "OP
 class Session:
     """One grading run's private folder: the worker's copy, the stand-in modules, and the worker's environment."""
 
-    def __init__(self, tmp: Path, use_sandbox: bool):
-        self.tmp, self.sandbox = tmp, use_sandbox
+    def __init__(self, tmp: Path, use_sandbox: bool, ids: tuple[int, int] | None = None):
+        self.tmp, self.sandbox, self.ids = tmp, use_sandbox, ids
         (tmp / "worker").mkdir()
         self.worker = tmp / "worker" / "worker.py"
         shutil.copyfile(Path(__file__).with_name("worker.py"), self.worker)
@@ -48,17 +49,17 @@ class Session:
         (tmp / "path").mkdir()
         (tmp / "path" / "mhattn").symlink_to(sandbox.package_dir(), target_is_directory=True)
         (tmp / "cwd").mkdir()
-        ids = user.worker_ids()
         if ids is not None and not use_sandbox:  # as root: the worker's user passes through (not lists) this folder
             tmp.chmod(0o711)  # to its imports and its own working folder, the only one here it may write
             os.chown(tmp / "cwd", *ids)
+            (tmp / "cwd").chmod(0o700)
 
     def env(self) -> dict:
         env = {k: os.environ[k] for k in ENV_KEPT if k in os.environ}
         path = str(sandbox.package_dir().parent) if self.sandbox else str(self.tmp / "path")
         home = "/tmp" if self.sandbox else str(self.tmp / "cwd")
-        env.update(PYTHONPATH=path, HOME=home, PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", MHATTN_BACKEND="numpy",
-                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")  # fmt: skip
+        env.update(PYTHONPATH=path, HOME=home, TMPDIR=home, PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1",
+                   MHATTN_BACKEND="numpy", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")  # fmt: skip
         return env
 
     def stub_files(self, ex: Exercise, stubs: dict) -> dict:
@@ -73,9 +74,9 @@ class Session:
     def command(self, ex: Exercise, submission: Path, stubs: dict):
         """``(make_cmd, path of the file as the worker sees it)``."""
         if not self.sandbox:
-            return sandbox.plain_command(self.tmp), str(submission)
+            return sandbox.plain_command(self.tmp, self.ids), str(submission)
         files = self.stub_files(ex, stubs)
-        make = lambda argv: sandbox.command(files, self.empty, self.worker, submission, argv)  # noqa: E731
+        make = lambda argv: sandbox.command(files, self.empty, self.worker, submission, argv, self.ids)  # noqa: E731
         return make, sandbox.submission_path(submission)
 
 
@@ -157,8 +158,9 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
     limits = launch.Limits(float(timeout), int(memory) << 20)
     for modname in {m for ex in chosen for m in ex.hidden_modules}:  # imported (compiled) now, not while a worker runs
         importlib.import_module(modname)
-    with tempfile.TemporaryDirectory(prefix="mhattn-grade-", dir=user.session_parent(user.worker_ids(), use_sandbox)) as tmp:
-        session = Session(Path(tmp), use_sandbox)
+    parent = user.session_parent(user.worker_ids(), use_sandbox)
+    with _own_user() as ids, tempfile.TemporaryDirectory(prefix="mhattn-grade-", dir=parent) as tmp:
+        session = Session(Path(tmp), use_sandbox, ids)
         with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
             rows = list(pool.map(lambda ex: run_one(ex, folder, seed, limits, session), chosen))
     return {
@@ -168,6 +170,12 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
         "seed": seed,
         "sandbox": use_sandbox,
     }
+
+
+def _own_user():
+    """As root, this hand-in's own user from the pool (:func:`mhattn.grade.pool.lease`); else None (workers run as
+    this process)."""
+    return pool.lease() if user.worker_ids() is not None else contextlib.nullcontext(None)
 
 
 def where(path) -> tuple[Path, str | None]:
