@@ -171,7 +171,7 @@ def _grade_upload(root: Path, tmp: Path) -> tuple[dict | None, str | None]:
         folder = unpack(root / "submission", tmp)
         digest, student = files_hash(folder), _student(root)
         seed = student_seed(seed0, student, digest)
-        print(f"student {student}, files {digest[:16]}: seed {seed} (mhattn grade FOLDER --seed {seed} repeats it)")
+        print(f"student {student}, files {digest[:16]}: seed {seed} (in a file, mhattn grade FOLDER --seed-file FILE repeats it)")
         return grade(folder, seed=seed, jobs=2), None
     except HandinError as err:
         return None, str(err)

@@ -102,7 +102,7 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
     outcome = launch.run(make_cmd, frame(request), limits, session.env(), str(session.tmp / "cwd"))
     checks = verdict.score(ex.checks, calls, n_visible, outcome, limits, path.name)
     checks = verdict.qualify(checks, dict(ex.qualifiers), {c: why for c, rule in ex.source_rules if (why := rule(source))})
-    changed = [] if before is None else sorted(set(before.items()) ^ set(files_state().items()))
+    changed = [] if before is None else sorted(set(before.items()) ^ set(files_state(before).items()))
     if changed:  # only without a sandbox can a submission write there; later runs would use the files
         why = f"changed {changed[0][0]} while it was graded: reinstall mhattn before grading again"
         checks = verdict.all_failed(ex.checks, why)
