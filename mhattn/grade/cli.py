@@ -79,7 +79,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--timeout",
         type=positive(float),
         default=DEFAULT_TIMEOUT,
-        help="wall-clock seconds per exercise, also its CPU-time limit (default: %(default)s)",
+        help="CPU seconds per exercise, of all its processes (the wall clock allows twice that and 5 s) (default: %(default)s)",
     )
     p.add_argument(
         "--memory",
