@@ -96,6 +96,21 @@ def _tasks() -> int:
     return total
 
 
+def no_children() -> bool:
+    """Lower ``RLIMIT_NPROC``, soft and hard, to the tasks this user has now: no new process or thread (a child's
+    memory would be its own, beyond :func:`cap_memory`). Exact where this user runs nothing else: as root each
+    worker is a user of its own (:mod:`mhattn.grade.pool`), and in the sandbox as a normal user the count is that
+    of its user namespace. False where it cannot be set."""
+    import resource
+
+    try:
+        tasks = _tasks()
+        resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
+    except (OSError, ValueError, AttributeError):
+        return False
+    return tasks > 0
+
+
 def cap_memory(allowance: int) -> bool:
     """Lower the address-space limit, soft and hard, to what this process holds now plus ``allowance`` bytes.
 

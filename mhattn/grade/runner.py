@@ -39,8 +39,8 @@ ENV_KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OPENBLAS_CORETYPE", "OP
 class Session:
     """One grading run's private folder: the worker's copy, the stand-in modules, and the worker's environment."""
 
-    def __init__(self, tmp: Path, use_sandbox: bool, ids: tuple[int, int] | None = None):
-        self.tmp, self.sandbox, self.ids = tmp, use_sandbox, ids
+    def __init__(self, tmp: Path, use_sandbox: bool):
+        self.tmp, self.sandbox = tmp, use_sandbox
         (tmp / "worker").mkdir()
         self.worker = tmp / "worker" / "worker.py"
         shutil.copyfile(Path(__file__).with_name("worker.py"), self.worker)
@@ -48,16 +48,22 @@ class Session:
         self.empty.write_bytes(b"")
         (tmp / "path").mkdir()
         (tmp / "path" / "mhattn").symlink_to(sandbox.package_dir(), target_is_directory=True)
-        (tmp / "cwd").mkdir()
-        if ids is not None and not use_sandbox:  # as root: the worker's user passes through (not lists) this folder
-            tmp.chmod(0o711)  # to its imports and its own working folder, the only one here it may write
-            os.chown(tmp / "cwd", *ids)
-            (tmp / "cwd").chmod(0o700)
+        if user.worker_ids() is not None and not use_sandbox:  # as root: workers pass through (not list) this folder
+            tmp.chmod(0o711)  # to their imports and each to its own working folder, the only one here it may write
 
-    def env(self) -> dict:
+    def workdir(self, ex: Exercise, ids: tuple[int, int] | None) -> Path:
+        """The worker's working folder (also its HOME and TMPDIR without a sandbox): as root, its own user's alone."""
+        folder = self.tmp / f"cwd-{ex.name}"
+        folder.mkdir(exist_ok=True)
+        if ids is not None and not self.sandbox:
+            os.chown(folder, *ids)
+            folder.chmod(0o700)
+        return folder
+
+    def env(self, workdir: Path) -> dict:
         env = {k: os.environ[k] for k in ENV_KEPT if k in os.environ}
         path = str(sandbox.package_dir().parent) if self.sandbox else str(self.tmp / "path")
-        home = "/tmp" if self.sandbox else str(self.tmp / "cwd")
+        home = "/tmp" if self.sandbox else str(workdir)
         env.update(PYTHONPATH=path, HOME=home, TMPDIR=home, PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1",
                    MHATTN_BACKEND="numpy", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")  # fmt: skip
         return env
@@ -71,12 +77,12 @@ class Session:
             files[modname].write_text(text, encoding="utf-8")
         return files
 
-    def command(self, ex: Exercise, submission: Path, stubs: dict):
-        """``(make_cmd, path of the file as the worker sees it)``."""
+    def command(self, ex: Exercise, submission: Path, stubs: dict, ids, workdir: Path):
+        """``(make_cmd, path of the file as the worker sees it)``; ``ids``: the worker's user as root, else None."""
         if not self.sandbox:
-            return sandbox.plain_command(self.tmp, self.ids), str(submission)
+            return sandbox.plain_command(self.tmp, ids, workdir), str(submission)
         files = self.stub_files(ex, stubs)
-        make = lambda argv: sandbox.command(files, self.empty, self.worker, submission, argv, self.ids)  # noqa: E731
+        make = lambda argv: sandbox.command(files, self.empty, self.worker, submission, argv, ids)  # noqa: E731
         return make, sandbox.submission_path(submission)
 
 
@@ -94,14 +100,17 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
         return verdict.row(ex.name, verdict.all_failed(ex.checks, refused))
     calls, n_visible = plan(ex, seed)
     stubs = stubs_for(ex.hidden_modules, ex.name)
-    make_cmd, seen_as = session.command(ex, path, stubs)
-    request = {"file": seen_as, "source": source, "functions": list(ex.functions), "stubs": stubs, "cap": _cap(ex),
-               "allowed": list(imports.allowed_modules()), "guard": guard.SOURCE, "probe": probe.SOURCE,
-               "calls": [{"fn": c.fn, "args": list(c.args), "probe": c.probe} for c in calls]}  # fmt: skip
     before = None if session.sandbox else files_state()
-    outcome = launch.run(make_cmd, frame(request), limits, session.env(), str(session.tmp / "cwd"))
-    if outcome.timed_out and outcome.crowded:  # another worker ran beside it: once more, alone, before it costs points
-        outcome = launch.run(make_cmd, frame(request), limits, session.env(), str(session.tmp / "cwd"), alone=True)
+    with _own_user() as ids:  # as root, a user of its own for this worker alone (and its retry)
+        workdir = session.workdir(ex, ids)
+        make_cmd, seen_as = session.command(ex, path, stubs, ids, workdir)
+        request = frame({"file": seen_as, "source": source, "functions": list(ex.functions), "stubs": stubs,
+                         "cap": _cap(ex), "allowed": list(imports.allowed_modules()), "guard": guard.SOURCE,
+                         "probe": probe.SOURCE, "calls": [{"fn": c.fn, "args": list(c.args), "probe": c.probe}
+                                                          for c in calls]})  # fmt: skip
+        outcome = launch.run(make_cmd, request, limits, session.env(workdir), str(workdir))
+        if outcome.timed_out and outcome.crowded:  # another worker ran beside it: again, alone, before it costs points
+            outcome = launch.run(make_cmd, request, limits, session.env(workdir), str(workdir), alone=True)
     checks = verdict.score(ex.checks, calls, n_visible, outcome, limits, path.name)
     checks = verdict.qualify(checks, dict(ex.qualifiers), {c: why for c, rule in ex.source_rules if (why := rule(source))})
     changed = [] if before is None else sorted(set(before.items()) ^ set(files_state(before).items()))
@@ -162,8 +171,8 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
     for modname in {m for ex in chosen for m in ex.hidden_modules}:  # imported (compiled) now, not while a worker runs
         importlib.import_module(modname)
     parent = user.session_parent(user.worker_ids(), use_sandbox)
-    with _own_user() as ids, tempfile.TemporaryDirectory(prefix="mhattn-grade-", dir=parent) as tmp:
-        session = Session(Path(tmp), use_sandbox, ids)
+    with tempfile.TemporaryDirectory(prefix="mhattn-grade-", dir=parent) as tmp:
+        session = Session(Path(tmp), use_sandbox)
         with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
             rows = list(pool.map(lambda ex: run_one(ex, folder, seed, limits, session), chosen))
     return {
@@ -176,8 +185,8 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
 
 
 def _own_user():
-    """As root, this hand-in's own user from the pool (:func:`mhattn.grade.pool.lease`); else None (workers run as
-    this process)."""
+    """As root, a user of the pool that no other worker has now (:func:`mhattn.grade.pool.lease`); else None
+    (workers run as this process)."""
     return pool.lease() if user.worker_ids() is not None else contextlib.nullcontext(None)
 
 

@@ -195,19 +195,18 @@ def _worker_source() -> str:
     return Path(__file__).with_name("worker.py").read_text(encoding="utf-8")
 
 
-def plain_command(tmp: Path, ids: tuple[int, int] | None = None):
+def plain_command(tmp: Path, ids: tuple[int, int] | None, workdir: Path):
     """``make_cmd(argv)`` without a sandbox: the worker's source passed as ``-c`` (no file a submission could rewrite
     for the next worker), imports from a folder of links to mhattn and the allowed packages only (``tmp/imports``).
-    As root (``ids``) it runs as that user, in a mount namespace whose only writable folder is ``tmp/cwd``."""
-    source, prefix = _worker_source(), user.drop(ids, str(tmp / "cwd"))
+    As root (``ids``) it runs as that user, in a mount namespace whose only writable folder is ``workdir``."""
+    source, prefix = _worker_source(), user.drop(ids, str(workdir))
     folder = tmp / "imports"
     with _LOCK:  # the exercises of one grade start from threads
-        if folder.exists():
-            return lambda argv: [*prefix, *PYTHON, "-c", source, *argv, json.dumps([str(folder)])]
-        folder.mkdir()
-        for entry in [package_dir(), *(e for d in _searched_site_dirs() for e in imports.allowed_entries(d))]:
-            if not (folder / entry.name).exists():
-                (folder / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+        if not folder.exists():
+            folder.mkdir()
+            for entry in [package_dir(), *(e for d in _searched_site_dirs() for e in imports.allowed_entries(d))]:
+                if not (folder / entry.name).exists():
+                    (folder / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
     user.check_plain(ids, json.dumps([str(folder)]))
     return lambda argv: [*prefix, *PYTHON, "-c", source, *argv, json.dumps([str(folder)])]
 
