@@ -86,6 +86,8 @@ def _tasks() -> int:
     """Threads of the processes of this real user id that /proc shows (0 where there is no /proc)."""
     total, uid = 0, os.getuid()
     for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not pid.isdigit():  # "self" and "thread-self" are this process again
+            continue
         try:
             with open(f"/proc/{pid}/status", "rb") as f:
                 fields = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
