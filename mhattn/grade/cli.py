@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mhattn.argtypes import number_in
 from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, format_table, grade, to_json
-from mhattn.grade.sandbox import MISSING
+from mhattn.grade.sandbox import missing
 from mhattn.grade.spec import EXERCISES, find
 
 DESCRIPTION = "Grade the mhattn exercises: visible and hidden tests, points per exercise."
@@ -137,7 +137,7 @@ def main(args) -> int:
     if args.json:
         print(to_json(report))
         if not report["sandbox"]:
-            print(MISSING, file=sys.stderr)
+            print(missing(), file=sys.stderr)
     else:
         print(format_table(report))
     if args.fail_under is not None and report["total"] < args.fail_under / 100 * report["max_total"]:

@@ -228,7 +228,7 @@ def format_table(report: dict) -> str:
     lines.append(f"{'total':<{width}}{str(report['total']) + '/' + str(report['max_total']):>8}")
     lines.append(f"(hidden tests used seed {report['seed']}; pass --seed {report['seed']} to rerun them)")
     if not report.get("sandbox", True):
-        lines.append(sandbox.MISSING)
+        lines.append(sandbox.missing())
     return "\n".join(lines)
 
 

@@ -36,6 +36,18 @@ MISSING = (
     "and the reference source, write files (a change to mhattn's, numpy's or Python's start-up files scores 0), "
     "and signal or read the grader itself"
 )
+MISSING_AS_ROOT = (
+    "no sandbox (bubblewrap missing or --no-sandbox): each submission ran as an unprivileged user of its own, whose only "
+    "writable folder was a private temporary one, so it could read what every user may (solutions/ and the reference "
+    "source, where they are readable) but not signal or read the grader or another submission"
+)
+
+
+def missing() -> str:
+    """What grading without a sandbox meant here: as root, each worker was a user of its own; else it had your rights."""
+    return MISSING if user.worker_ids() is None else MISSING_AS_ROOT
+
+
 WORKER_DIR = "/run/mhattn-grade"
 _LOCK = threading.Lock()
 TMP_BYTES = 64 << 20
