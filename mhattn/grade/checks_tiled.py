@@ -19,7 +19,7 @@ limit set in the worker before the file is loaded (:func:`mhattn.grade.guard.cap
 score array of that test: an untiled answer runs out of memory whatever holds its scores (``mmap``, ``ctypes``), and
 may start no process or thread (:func:`mhattn.grade.guard.no_children`: a child's memory is its own). Any
 floating-point warning (a ``0/0`` or ``-inf - -inf`` on a row with no allowed key) fails :data:`WARN`, and so does silencing
-one (the file's text: :func:`mhattn.grade.scan.silencing`; the call: :class:`mhattn.grade.guard.QuietWatch`), except
+one (the file's text: :func:`mhattn.grade.scan.silencing`; the call: :class:`mhattn.grade.probe.QuietWatch`), except
 the flags a matrix product leaves, which some OpenBLAS kernels set at random (:data:`mhattn.grade.probe.PRODUCT_FLAGS`).
 The memory, block and warning checks qualify the values (:data:`QUALIFIERS`): each scores only beside them.
 """
