@@ -115,7 +115,10 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
     checks = verdict.qualify(checks, dict(ex.qualifiers), {c: why for c, rule in ex.source_rules if (why := rule(source))})
     changed = [] if before is None else sorted(set(before.items()) ^ set(files_state(before).items()))
     if changed:  # only without a sandbox can a submission write there; later runs would use the files
-        why = f"changed {changed[0][0]} while it was graded: reinstall mhattn before grading again"
+        why = (
+            f"changed {changed[0][0]} while it was graded: reinstall mhattn before grading again (from the wheel: pip "
+            "install --force-reinstall PATH/TO/mhattn-VERSION-py3-none-any.whl; in a clone: pip install -e .)"
+        )
         checks = verdict.all_failed(ex.checks, why)
     return verdict.row(ex.name, checks)
 
