@@ -1,15 +1,17 @@
-"""As root, one user per hand-in: a small pool of dedicated unprivileged uids, never two hand-ins on one at once.
+"""As root, a user of its own per worker: a small pool of dedicated unprivileged uids, never two workers on one.
 
 Workers of two hand-ins graded side by side (``mhattn gradebook --jobs 2``) run as two different users, so
 neither can signal, trace or read the other (``/proc/<pid>/mem``), in either mode. The pool is the uids (and
 gids of the same number) ``FIRST`` to ``LAST`` of ``MHATTN_GRADE_UIDS`` (default :data:`DEFAULT_FIRST` and the
 :data:`DEFAULT_SIZE` after it: far above any login user, systemd's dynamic users and the usual ``/etc/subuid``
 ranges). They need no entry in ``/etc/passwd``: an id that has one (or a group of that number) is skipped, as it
-belongs to someone. A hand-in holds its uid for its whole grading (:func:`lease`) by an exclusive ``flock`` on
-``/run/mhattn-grade-uids/<uid>.lock`` (root's alone, mode 0700), which also keeps two graders on one machine
-apart; more hand-ins at once than uids wait for one. Before a uid is handed out and after it is given back, every
-process running as it is killed and every file it owns in the folders any user may write (``/tmp``,
-``/var/tmp``, ``/dev/shm``) removed: nothing of one hand-in meets the next one on that uid.
+belongs to someone. Each worker holds a uid for its run and its retry (:func:`lease`, from
+:func:`mhattn.grade.runner.run_one`) by an exclusive ``flock`` on ``/run/mhattn-grade-uids/<uid>.lock`` (root's
+alone, mode 0700), which also keeps two graders on one machine apart; more workers at once than uids wait for one.
+A user per worker, not only per hand-in, keeps exercise 11's count of its user's processes exact
+(:func:`mhattn.grade.guard.no_children`) when a hand-in's exercises run side by side. Before a uid is handed out
+and after it is given back, every process running as it is killed and every file it owns in the folders any user
+may write (``/tmp``, ``/var/tmp``, ``/dev/shm``) removed: nothing of one worker meets the next one on that uid.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ def _try(uid: int) -> int | None:
 
 @contextlib.contextmanager
 def lease():
-    """Hold one uid of the pool for one hand-in: yields ``(uid, gid)``, cleared before and after.
+    """Hold one uid of the pool for one worker: yields ``(uid, gid)``, cleared before and after.
 
     Raises:
         RuntimeError: every id of the pool belongs to a user or group of this system.

@@ -3,7 +3,7 @@
 When the grader runs as root (Gradescope runs ``run_autograder`` as root in a container; an instructor may
 run ``mhattn gradebook`` with sudo), each worker gives up root before it runs anything of the learner's: a
 small trusted Python (:data:`DROP`) clears the supplementary groups, sets the real, effective and saved
-group and user ids to an unprivileged user of its own (one per hand-in: :mod:`mhattn.grade.pool`), which also
+group and user ids to an unprivileged user of its own (one per worker: :mod:`mhattn.grade.pool`), which also
 clears every capability, refuses to go on if any id is still 0, and only then runs the worker.
 In the sandbox the dropper runs inside bubblewrap, which root starts without a user namespace (so the
 worker's uid is that unprivileged user on the host too, not a relabelled root: :mod:`mhattn.grade.sandbox`);

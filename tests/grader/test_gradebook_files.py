@@ -147,3 +147,15 @@ def test_the_summary_says_who_ran_each_handin(tmp_path):
     text = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
     assert "each as an unprivileged user of its own" in text and "with your rights" not in text
     assert done["notes"][0] == "Each hand-in ran without a sandbox, each as an unprivileged user of its own."
+
+
+def test_the_autograder_zip_holding_the_class_seed_is_its_owners_alone(tmp_path, capsys):
+    (tmp_path / "seed").write_text(str(SEED))
+    out = tmp_path / "autograder.zip"
+    out.write_bytes(b"an older copy")
+    out.chmod(0o644)
+    assert cli.main(["autograder", "gradescope", "--out", str(out), "--seed-file", str(tmp_path / "seed")]) == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    with pytest.raises(SystemExit):
+        cli.main(["autograder", "gradescope", "--out", str(out), "--seed", "5"])
+    assert "--seed-file" in capsys.readouterr().err
