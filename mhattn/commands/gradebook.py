@@ -53,8 +53,8 @@ def add_parser(sub, name):
     p.add_argument("--seed", default=None, help=argparse.SUPPRESS)  # refused: see main
     p.add_argument("--force", action="store_true", help="grade every student again, changed or not")
     p.add_argument("--timeout", type=positive(float), default=DEFAULT_TIMEOUT,
-                   help="CPU seconds per exercise, of all its processes; one that runs out beside another hand-in "
-                   "is run again alone (default: %(default)s)")  # fmt: skip
+                   help="CPU seconds per exercise, of all its processes (the wall clock allows twice that and 5 s; "
+                   "one that runs out of it beside another hand-in is run again alone) (default: %(default)s)")  # fmt: skip
     p.add_argument("--memory", type=positive(int, minimum=MIN_MEMORY_MB), default=DEFAULT_MEMORY_MB, metavar="MIB",
                    help="address space per exercise in MiB (default: %(default)s)")  # fmt: skip
     p.add_argument("--no-sandbox", action="store_true", help="do not use bubblewrap even where it works")

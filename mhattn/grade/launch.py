@@ -2,9 +2,10 @@
 
 The time limit counts the CPU time of the worker's whole process tree (:func:`mhattn.grade.reap.tree_cpu`), its
 own work: a classmate's load, which slows the clock on the wall, does not use it up. A wall-clock limit of
-:data:`WALL_FACTOR` times as long (and :data:`WALL_SLACK` seconds) stops a worker that waits on nothing. Workers run
-side by side (:data:`TURNS`); one that timed out while another ran beside it is run again alone
-(:func:`mhattn.grade.runner.run_one`) before the time-out costs points.
+:data:`WALL_FACTOR` times as long (and :data:`WALL_SLACK` seconds) stops a worker that waits on nothing, or that
+others starve. Workers run side by side (:data:`TURNS`); one that ran out of wall-clock time while another ran
+beside it is run again alone (:func:`mhattn.grade.runner.run_one`) before the time-out costs points. One that used
+up its CPU time is not: that time is its own work, whoever ran beside it.
 
 The worker runs in its own session and process group with no stdin (in a control group with a pids
 limit where the grader can make one); its stdout and stderr go to unlinked temporary files whose size

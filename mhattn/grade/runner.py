@@ -109,7 +109,7 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
                          "probe": probe.SOURCE, "calls": [{"fn": c.fn, "args": list(c.args), "probe": c.probe}
                                                           for c in calls]})  # fmt: skip
         outcome = launch.run(make_cmd, request, limits, session.env(workdir), str(workdir))
-        if outcome.timed_out and outcome.crowded:  # another worker ran beside it: again, alone, before it costs points
+        if outcome.clock == "wall" and outcome.crowded:  # starved beside another worker? again, alone, before it costs
             outcome = launch.run(make_cmd, request, limits, session.env(workdir), str(workdir), alone=True)
     checks = verdict.score(ex.checks, calls, n_visible, outcome, limits, path.name)
     checks = verdict.qualify(checks, dict(ex.qualifiers), {c: why for c, rule in ex.source_rules if (why := rule(source))})
@@ -145,7 +145,7 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
             or one exercise file (that exercise only, unless ``only`` says otherwise).
         only: names of exercises to grade (full or short, e.g. ``"ex03"``); default all.
         timeout: CPU seconds per exercise, of its worker's whole process tree (and twice that, plus 5 s, on the wall
-            clock); an exercise that ran out of time beside another is run again alone before it costs points.
+            clock); an exercise that ran out of wall-clock time beside another is run again alone before it costs.
         seed: seed of the hidden tests' random inputs; default a fresh one every run.
         jobs: exercises graded at the same time.
         memory: MiB of address space per worker.
