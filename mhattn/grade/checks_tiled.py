@@ -10,10 +10,11 @@ a wrong scaling, the running maximum as the lse) and names the one it matches.
 
 Every call is probed (:class:`~mhattn.grade.harness.Call` ``probe``): the worker sends back the call's peak memory
 (``tracemalloc``) and its first warning, so the checks also hold the exercise to its text. Two visible calls on
-``S = 8192`` keys (and two hidden ones, their inputs drawn from the hand-in's seed) test the memory, once their ``out``
-and ``lse`` are right: at ``block_k = 32`` the peak must stay under a quarter of one full ``(..., T, S)`` float64
-array and hold at least half a tile of scores (:data:`MEMORY`), and at ``block_k = 256`` it must grow by at least a
-quarter of the larger tile (:data:`BLOCK`: a submission that ignores ``block_k`` holds as much at both).
+``S = 8192`` keys test the memory (``local``: in the learner's visible tests; the grader makes two hidden ones instead,
+their inputs drawn from the hand-in's seed), once their ``out`` and ``lse`` are right: at ``block_k = 32`` the peak
+must stay under a quarter of one full ``(..., T, S)`` float64 array and hold at least half a tile of scores
+(:data:`MEMORY`), and at ``block_k = 256`` it must grow by at least a quarter of the larger tile (:data:`BLOCK`: a
+submission that ignores ``block_k`` holds as much at both).
 ``tracemalloc`` sees NumPy's arrays only, so the exercise also runs under :data:`MEMORY_CAP`, a hard address-space
 limit set in the worker before the file is loaded (:func:`mhattn.grade.guard.cap_memory`) and smaller than one full
 score array of that test: an untiled answer runs out of memory whatever holds its scores (``mmap``, ``ctypes``), and
@@ -206,8 +207,8 @@ def _probe_inputs(rng):
 
 def _memory_calls(rng=None):
     """The two probed calls of :data:`MEMORY` and :data:`BLOCK`: the same inputs at a small and a large ``block_k``;
-    the visible pair's inputs are fixed, a hidden pair's drawn from the hand-in's seed (answers pasted in for the
-    visible pair do not meet it)."""
+    the visible pair's inputs are fixed (``local``: the learner's visible tests run it, the grader does not), a hidden
+    pair's drawn from the hand-in's seed (answers pasted in for the visible pair do not meet it)."""
     q, k, v, out, lse = _fixed_probe_inputs() if rng is None else _probe_inputs(rng)
     column = PROBE_SHAPE[0] * PROBE_SHAPE[1] * PROBE_SHAPE[2] * 8  # bytes of one key's scores (..., T, 1)
     (small, large), seen = PROBE_BLOCKS, {}  # seen: the small tile's peak, for the large tile's judge (judged in order)
@@ -232,9 +233,9 @@ def _memory_calls(rng=None):
                                "so block_k is not honoured")  # fmt: skip
 
     return [Call(FN, (q, k, v, small), parts=((MEMORY, judge_small), (WARN, _warn_judge(what[0]))), probe=True,
-                 memory_note=CAP_NOTE),
+                 memory_note=CAP_NOTE, local=rng is None),
             Call(FN, (q, k, v, large), parts=((BLOCK, judge_large), (WARN, _warn_judge(what[1]))), probe=True,
-                 memory_note=CAP_NOTE)]  # fmt: skip
+                 memory_note=CAP_NOTE, local=rng is None)]  # fmt: skip
 
 
 def visible_ex11():

@@ -88,7 +88,7 @@ class Session:
 
 def plan(ex: Exercise, seed: int):
     """``(calls, number of visible calls)``: the inputs and, in each judge, the expected results."""
-    visible = ex.visible()
+    visible = [c for c in ex.visible() if not c.local]  # a local call's hidden twin has inputs drawn from the seed
     return visible + ex.hidden(np.random.default_rng(seed)), len(visible)
 
 

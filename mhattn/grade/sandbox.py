@@ -219,7 +219,7 @@ def plain_command(tmp: Path, ids: tuple[int, int] | None, workdir: Path):
             for entry in [package_dir(), *(e for d in _searched_site_dirs() for e in imports.allowed_entries(d))]:
                 if not (folder / entry.name).exists():
                     (folder / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
-    user.check_plain(ids, json.dumps([str(folder)]))
+    user.check_plain(ids, json.dumps([str(package_dir().parent), *map(str, _searched_site_dirs())]))
     return lambda argv: [*prefix, *PYTHON, "-c", source, *argv, json.dumps([str(folder)])]
 
 

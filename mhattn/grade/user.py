@@ -19,7 +19,6 @@ Run as a normal user, the grader starts workers as itself (nothing to give up); 
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import subprocess
@@ -98,16 +97,19 @@ def drop(ids: tuple[int, int] | None, tmp: str = "") -> list[str]:
     return [*PYTHON, "-c", DROP, str(ids[0]), str(ids[1]), tmp, PRIVATE_TMP.replace("TMP_BYTES", str(TMP_BYTES))]
 
 
-@functools.lru_cache(maxsize=4)
+_PLAIN_OK: set[str] = set()  # paths a user of the pool could start Python on (all of them may: none has groups)
+
+
 def check_plain(ids: tuple[int, int] | None, path: str) -> None:
     """Refuse, with what to do, when the worker's user cannot start this Python with numpy and mhattn on ``path``.
 
-    Only without a sandbox: in the sandbox the folders are bound on their own, their parents open.
+    Only without a sandbox: in the sandbox the folders are bound on their own, their parents open. Checked once per
+    ``path`` and process, as ``ids`` (the caller's own user of the pool): every user of the pool has the same rights.
 
     Raises:
         RuntimeError: that user cannot run it (e.g. Python under /root, which only root may enter).
     """
-    if ids is None:
+    if ids is None or path in _PLAIN_OK:
         return
     code = f"import sys; sys.path += {json.loads(path)!r}; import numpy, mhattn"
     try:
@@ -122,3 +124,4 @@ def check_plain(ids: tuple[int, int] | None, path: str) -> None:
             f"start {sys.executable} with numpy and mhattn ({(err or ['no message'])[0][:200]}): install them where "
             "other users can read them (e.g. a venv under /opt), or install bubblewrap for the sandbox"
         )
+    _PLAIN_OK.add(path)

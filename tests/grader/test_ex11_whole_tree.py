@@ -4,8 +4,9 @@ answers pasted in for the probes' inputs, both lose them.
 - The memory cap is per process, so the worker of exercise 11 may start no process or thread
   (:func:`mhattn.grade.guard.no_children`): a submission that computes the full ``(..., T, S)`` scores in a forked
   child, and pads its own memory to look tiled, loses the memory and block checks, in both modes.
-- The visible probes' inputs are fixed (seed 11, in every install); a hidden pair is drawn from the hand-in's seed,
-  so a submission that recognises the visible inputs and returns stored answers fails the hidden pair.
+- The visible probes' inputs are fixed (seed 11, in every install) and run in the learner's visible tests only; the
+  grader's pair is drawn from the hand-in's seed, so a submission that recognises the visible inputs and returns
+  stored answers fails it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import pytest
 
 from mhattn.grade import checks_tiled as TL
 from mhattn.grade import grade
+from mhattn.grade.runner import plan
+from mhattn.grade.spec import find
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "grader"))
@@ -81,6 +84,9 @@ def test_the_hidden_memory_probes_draw_their_inputs_from_the_seed():
     visible = probes(TL.visible_ex11())
     one, again, other = (probes(TL.hidden_ex11(np.random.default_rng(s))) for s in (5, 5, 6))
     assert len(visible) == len(one) == 2 and [c.args[3] for c in one] == list(TL.PROBE_BLOCKS)
+    assert all(c.local for c in visible) and not any(c.local for c in one)  # the grader runs the seeded pair only
+    calls, n_visible = plan(find("ex11"), 5)
+    assert len(probes(calls)) == 2 and all(c.args[0] is not visible[0].args[0] for c in probes(calls))
     assert np.array_equal(one[0].args[0], again[0].args[0])  # a seed repeats its grading
     for a, b in ((one, other), (one, visible)):
         assert not any(np.array_equal(x, y) for x, y in zip(a[0].args[:3], b[0].args[:3], strict=True))
