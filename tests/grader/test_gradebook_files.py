@@ -24,6 +24,7 @@ from mhattn import cli
 from mhattn.classroom import grade_class
 from mhattn.classroom.names import file_stem, md_code, md_text
 from mhattn.classroom.summary import feedback
+from mhattn.grade import format_table, grade
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "grader"))
@@ -147,6 +148,8 @@ def test_the_summary_says_who_ran_each_handin(tmp_path):
     text = (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
     assert "each as an unprivileged user of its own" in text and "with your rights" not in text
     assert done["notes"][0] == "Each hand-in ran without a sandbox, each as an unprivileged user of its own."
+    table = format_table(grade(subs / "alice", only=["ex08"], seed=3, sandbox_mode=False))
+    assert "an unprivileged user of its own" in table and "with your rights" not in table  # mhattn grade says so too
 
 
 def test_the_autograder_zip_holding_the_class_seed_is_its_owners_alone(tmp_path, capsys):
