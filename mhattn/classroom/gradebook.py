@@ -1,16 +1,19 @@
 """Grade a class: every hand-in under SUBMISSIONS, one at a time per job, each with its own seed.
 
-``OUT`` gets ``class.json`` (the class seed; mode 0600), ``results/<id>.json`` (the grader's report of that
-student, each check included, with the hand-in's hash and seed; the folder mode 0700), ``feedback/<id>.md``
-(no seed), ``gradebook.csv`` and ``summary.md`` (:mod:`mhattn.classroom.summary`). A student whose graded
-files, class seed and mhattn version are those of the stored result is not graded again (unless ``force``).
-One student's broken hand-in, crash or timeout costs only that student; nobody's grade depends on another's
-or on ``jobs``.
+``OUT`` (mode 0700, every file in it 0600: :mod:`mhattn.classroom.private`) gets ``class.json`` (the class seed),
+``results/<id>.json`` (the grader's report of that student, each check included, with the hand-in's hash and
+seed), ``feedback/<id>.md`` (no seed), ``gradebook.csv``, ``faults.csv`` and ``summary.md`` (no seed:
+:mod:`mhattn.classroom.summary`). A student whose graded files, class seed and mhattn version are those of the
+stored result is not graded again (unless ``force``). One student's broken hand-in, crash or timeout costs only
+that student; nobody's grade depends on another's or on ``jobs``.
+
+Hand-ins graded at once are kept apart (:func:`isolation`): in the sandbox, and as root (each hand-in runs as a
+user of its own: :mod:`mhattn.grade.pool`). As a normal user without a sandbox that is impossible: hand-ins are
+then graded one at a time, and no stored result is reused, as a hand-in ran with the instructor's rights and
+could have written one with a valid HMAC.
 
 A stored result is reused only as this grader left it: each carries an HMAC keyed by the class seed, all are
-read before any worker starts, and all are written again from memory when the run ends, so a worker that
-reaches ``results/`` (only possible without a sandbox, run as a normal user) changes neither this run's
-gradebook nor what the next run reuses.
+read before any worker starts, and all are written again from memory when the run ends.
 """
 
 from __future__ import annotations
@@ -18,16 +21,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from mhattn import __version__
-from mhattn.classroom import summary
+from mhattn.classroom import private, summary
 from mhattn.classroom.handins import HandinError, class_seed, files_hash, student_seed, unpack
 from mhattn.classroom.names import display, file_stem
-from mhattn.grade import grade
+from mhattn.classroom.private import write_private
+from mhattn.grade import grade, sandbox, user
 from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT
 from mhattn.grade.spec import EXERCISES
 from mhattn.grade.verdict import all_failed, row
@@ -36,6 +39,8 @@ from mhattn.grade.verdict import all_failed, row
 def find_students(submissions: Path) -> dict[str, Path]:
     """``{student id: hand-in}``: each entry directly under ``submissions`` that is a folder, a ``.zip``, or anything
     that is not a plain file (a FIFO, a link: :func:`unpack` says why it cannot be graded); see :func:`ignored`.
+    Where one id has two hand-ins (``heidi/`` and ``heidi.zip``) the folder is graded and :func:`ignored` names
+    the other.
 
     Raises:
         FileNotFoundError: ``submissions`` is not a folder.
@@ -45,14 +50,23 @@ def find_students(submissions: Path) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for p in sorted(submissions.iterdir()):
         if _ignored(p) is None:
-            sid = p.stem if p.suffix.lower() == ".zip" and not p.is_dir() else p.name
-            found.setdefault(sid, p)  # alice/ and alice.zip: the folder (sorted first) is graded
+            found.setdefault(_sid(p), p)  # alice/ and alice.zip: the folder (sorted first) is graded
     return found
 
 
+def _sid(p: Path) -> str:
+    return p.stem if p.suffix.lower() == ".zip" and not p.is_dir() else p.name
+
+
 def ignored(submissions: Path) -> dict[str, str]:
-    """``{name: why}``: the entries of ``submissions`` that are not hand-ins (hidden names, plain files not ``.zip``)."""
-    return {p.name: why for p in sorted(submissions.iterdir()) if (why := _ignored(p))}
+    """``{name: why}``: the entries of ``submissions`` that are not hand-ins (hidden names, plain files not ``.zip``)
+    or a second hand-in of one id (not graded)."""
+    graded = find_students(submissions)
+    out = {p.name: why for p in sorted(submissions.iterdir()) if (why := _ignored(p))}
+    for p in sorted(submissions.iterdir()):
+        if _ignored(p) is None and graded[_sid(p)] != p:
+            out[p.name] = f"a second hand-in of {display(_sid(p))} ({graded[_sid(p)].name} is graded, this one is not)"
+    return out
 
 
 def _ignored(p: Path) -> str | None:
@@ -91,15 +105,25 @@ def grade_student(sid: str, src: Path, class_seed: int, previous: dict | None, o
     return {**same, "error": None, **report}, True
 
 
-def _class_seed(out: Path, seed: int | None) -> int:
-    """The class seed: ``seed``, else the one this ``out`` was graded with, else a fresh one (128 bits); kept in
-    class.json, which only its owner may read."""
+def _class_seed(out: Path, seed: int | None) -> tuple[int, bool]:
+    """``(class seed, whether it replaces another one)``: ``seed``, else the one this ``out`` was graded with, else a
+    fresh one (128 bits); kept in class.json, which only its owner may read."""
     stored = out / "class.json"
-    if seed is None and stored.is_file():
-        seed = int(json.loads(stored.read_text(encoding="utf-8"))["seed"])
-    seed = class_seed() if seed is None else int(seed)
-    _write_private(stored, json.dumps({"seed": seed, "mhattn": __version__}, indent=2) + "\n")
-    return seed
+    before = int(json.loads(stored.read_text(encoding="utf-8"))["seed"]) if stored.is_file() else None
+    seed = (before if before is not None else class_seed()) if seed is None else int(seed)
+    write_private(stored, json.dumps({"seed": seed, "mhattn": __version__}, indent=2) + "\n")
+    return seed, before is not None and before != seed
+
+
+def changes_seed(out: Path, seed: int | None) -> bool:
+    """Whether grading into ``out`` with ``seed`` replaces the class seed it was graded with (everyone regraded)."""
+    stored = Path(out) / "class.json"
+    if seed is None or not stored.is_file():
+        return False
+    try:
+        return int(json.loads(stored.read_text(encoding="utf-8"))["seed"]) != int(seed)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def _mac(data: dict, key: int) -> str:
@@ -136,8 +160,9 @@ def grade_class(submissions, out, jobs: int = 2, seed: int | None = None, force:
 
     Args:
         submissions: folder with one folder or ``.zip`` per student (its name, without ``.zip``, is the student id).
-        out: folder for the results (created).
-        jobs: students graded at the same time (each student's exercises one after another).
+        out: folder for the results (created; mode 0700, every file in it 0600: :mod:`mhattn.classroom.private`).
+        jobs: students graded at the same time (each student's exercises one after another); 1 where hand-ins
+            cannot be kept apart (no sandbox, not root: :func:`isolation`).
         seed: class seed; each student's hidden inputs use :func:`~mhattn.classroom.handins.student_seed` of it.
             Default: the seed ``out`` was graded with before, else a fresh one.
         force: grade every student again, also those whose hand-in has not changed.
@@ -145,25 +170,29 @@ def grade_class(submissions, out, jobs: int = 2, seed: int | None = None, force:
         timeout, memory, sandbox_mode: passed to :func:`mhattn.grade.grade` for each student.
 
     Returns:
-        ``{"class_seed", "students": {id: result}, "graded": [ids graded now], "skipped": [ids unchanged]}``.
+        ``{"class_seed", "students": {id: result}, "graded": [ids graded now], "skipped": [ids unchanged],
+        "notes": [how the class was graded, as summary.md says it]}``.
 
     Raises:
-        FileNotFoundError: ``submissions`` is not a folder. ValueError: ``jobs`` < 1.
+        FileNotFoundError: ``submissions`` is not a folder. ValueError: ``jobs`` < 1. RuntimeError: a sandbox was
+        asked for, but bubblewrap does not work here.
     """
     if int(jobs) < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
     submissions, out = Path(submissions), Path(out)
     students = find_students(submissions)
-    for sub in ("results", "feedback"):
-        (out / sub).mkdir(parents=True, exist_ok=True)
-    (out / "results").chmod(0o700)  # seeds and hashes: the instructor's
-    class_seed = _class_seed(out, seed)
-    options = {"timeout": timeout, "memory": memory, "sandbox_mode": sandbox_mode}
+    use_sandbox, isolated, notes = isolation(sandbox_mode)
+    jobs = int(jobs) if isolated else 1
+    private.prepare(out)
+    class_seed, replaced = _class_seed(out, seed)
+    notes += ["The class seed changed: every hand-in was graded again with the new one."] if replaced else []
+    options = {"timeout": timeout, "memory": memory, "sandbox_mode": use_sandbox}
+    reuse = isolated and not force and not replaced  # without isolation any stored result could be a hand-in's
+    stored = {sid: _load(_result_path(out, sid), class_seed) for sid in students} if reuse else {}  # before any worker
     results, graded, skipped = {}, [], []
-    stored = {} if force else {sid: _load(_result_path(out, sid), class_seed) for sid in students}  # before any worker
     bar = _bar(len(students), progress)
     try:
-        with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
             futures = {pool.submit(grade_student, sid, src, class_seed, stored.get(sid), options): sid
                        for sid, src in students.items()}  # fmt: skip
             for fut in as_completed(futures):
@@ -178,14 +207,44 @@ def grade_class(submissions, out, jobs: int = 2, seed: int | None = None, force:
     finally:  # whatever happened (an interrupt, a full disk), the rows graded so far are written out
         if bar is not None:
             bar.close()
-        for sid, res in results.items():  # every stored result as this run holds it, once no worker runs any more
-            _keep(out, sid, res, class_seed)
-        summary.write_gradebook(out / "gradebook.csv", results)
-        summary.write_faults(out / "faults.csv", summary.faults(results))
-        text = summary.class_summary(results, class_seed, ignored(submissions))
-        (out / "summary.md").write_text(text, encoding="utf-8")
+        _finish(out, results, class_seed, ignored(submissions), notes)
     results = dict(sorted(results.items()))
-    return {"class_seed": class_seed, "students": results, "graded": sorted(graded), "skipped": sorted(skipped)}
+    return {"class_seed": class_seed, "students": results, "graded": sorted(graded), "skipped": sorted(skipped),
+            "notes": notes}  # fmt: skip
+
+
+def isolation(sandbox_mode: bool | None) -> tuple[bool, bool, list[str]]:
+    """``(sandbox used, hand-ins kept apart, notes)``. Apart: in the sandbox, or as root (each hand-in its own
+    user: :mod:`mhattn.grade.pool`). Neither: every hand-in runs with the instructor's rights, so they are graded
+    one at a time and no stored result is reused.
+
+    Raises:
+        RuntimeError: ``sandbox_mode`` is True, but bubblewrap does not work here.
+    """
+    use_sandbox = sandbox.available() if sandbox_mode is None else bool(sandbox_mode)
+    if use_sandbox and not sandbox.available():
+        raise RuntimeError("a sandbox was asked for, but bubblewrap (bwrap) does not work here")
+    if use_sandbox or user.worker_ids() is not None:
+        how = "in the bubblewrap sandbox" if use_sandbox else "without a sandbox"
+        who = ", each as an unprivileged user of its own" if user.worker_ids() is not None else ""
+        return use_sandbox, True, [f"Each hand-in ran {how}{who}."]
+    return False, False, [NOT_ISOLATED]
+
+
+NOT_ISOLATED = (
+    "No sandbox and not root: each hand-in ran with your rights, so hand-ins were graded one at a time and every "
+    "one was graded again (a hand-in could have written a stored result). Install bubblewrap, or run as root, to "
+    "keep hand-ins apart."
+)
+
+
+def _finish(out: Path, results: dict, class_seed: int, not_handins: dict, notes: list[str]) -> None:
+    """Every stored result as this run holds it (once no worker runs any more), the gradebook, faults and summary."""
+    for sid, res in results.items():
+        _keep(out, sid, res, class_seed)
+    summary.write_gradebook(out / "gradebook.csv", results)
+    summary.write_faults(out / "faults.csv", summary.faults(results))
+    write_private(out / "summary.md", summary.class_summary(results, not_handins, notes))
 
 
 def _result_path(out: Path, sid: str) -> Path:
@@ -208,7 +267,7 @@ def _keep(out: Path, sid: str, result: dict, key: int) -> None:
     student's row."""
     try:
         _write_json(_result_path(out, sid), result, key)
-        (out / "feedback" / f"{file_stem(sid)}.md").write_text(summary.feedback(result), encoding="utf-8")
+        write_private(out / "feedback" / f"{file_stem(sid)}.md", summary.feedback(result))
     except (OSError, ValueError) as err:
         result["error"] = result.get("error") or f"its results could not be written ({type(err).__name__}: {err})"
 
@@ -216,16 +275,4 @@ def _keep(out: Path, sid: str, result: dict, key: int) -> None:
 def _write_json(path: Path, data: dict, key: int) -> None:
     """Write a result with its HMAC (:func:`_mac`), replacing the file whole."""
     data = {**{k: v for k, v in data.items() if k != "mac"}, "mac": _mac(data, key)}
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write ``path`` whole, readable by its owner only (mode 0600), whatever mode an older copy had."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_private(path, json.dumps(data, indent=2) + "\n")

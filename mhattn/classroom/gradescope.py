@@ -73,7 +73,8 @@ PENDING = "Grading did not finish (the autograder stopped before it wrote a resu
 
 
 def build(out, wheel=None, seed: int | None = None) -> Path:
-    """Write the autograder zip ``out``: setup.sh, run_autograder, the mhattn wheel and the class seed.
+    """Write the autograder zip ``out`` (mode 0600: it holds the class seed): setup.sh, run_autograder, the mhattn
+    wheel and the class seed.
 
     Args:
         out: the zip to write (replaced).
@@ -88,7 +89,9 @@ def build(out, wheel=None, seed: int | None = None) -> Path:
     seed = class_seed() if seed is None else int(seed)
     with tempfile.TemporaryDirectory(prefix="mhattn-wheel-") as tmp:
         wheel = Path(wheel) if wheel else build_wheel(Path(tmp))
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        out.unlink(missing_ok=True)  # it holds the class seed: a new file, its owner's alone (0600)
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
             _add(z, "setup.sh", SETUP.format(wheel=wheel.name, venv=VENV, config=CONFIG), 0o755)
             _add(z, "run_autograder", RUN.format(venv=VENV), 0o755)
             _add(z, CONFIG, json.dumps({"class_seed": seed, "mhattn": __version__}, indent=2) + "\n", 0o600)
@@ -171,7 +174,7 @@ def _grade_upload(root: Path, tmp: Path) -> tuple[dict | None, str | None]:
         folder = unpack(root / "submission", tmp)
         digest, student = files_hash(folder), _student(root)
         seed = student_seed(seed0, student, digest)
-        print(f"student {student}, files {digest[:16]}: seed {seed} (mhattn grade FOLDER --seed {seed} repeats it)")
+        print(f"student {student}, files {digest[:16]}: seed {seed} (in a file, mhattn grade FOLDER --seed-file FILE repeats it)")
         return grade(folder, seed=seed, jobs=2), None
     except HandinError as err:
         return None, str(err)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 
 from mhattn.grade.harness import one_line
 
@@ -25,12 +26,32 @@ def display(sid: str) -> str:
 
 def file_stem(sid: str) -> str:
     """The name of the student's files (``results/<stem>.json``): ``sid`` itself when it is printable UTF-8 of at
-    most :data:`MAX_STEM` bytes that does not start with a dot or a dash; else a readable prefix and a hash of it."""
+    most :data:`MAX_STEM` bytes, without capitals (two ids that differ in case only would share a file where names
+    ignore case, as on macOS), ``/`` or ``~``, that does not start with a dot or a dash; else a readable prefix,
+    ``~`` and a hash of its exact bytes. No id kept as it is holds a ``~``, so none meets another's hashed stem."""
     raw = os.fsencode(sid)
-    if display(sid) == sid and len(raw) <= MAX_STEM and not sid.startswith((".", "-")) and "/" not in sid:
+    plain = display(sid) == sid and sid == sid.casefold() and not any(c in sid for c in "/~")
+    if plain and len(raw) <= MAX_STEM and not sid.startswith((".", "-")):
         return sid
     readable = "".join(c if c.isalnum() or c in "_." else "_" for c in display(sid).lstrip(".-"))[:40]
-    return f"{readable or 'student'}-{hashlib.sha256(raw).hexdigest()[:16]}"
+    return f"{readable or 'student'}~{hashlib.sha256(raw).hexdigest()[:24]}"
+
+
+MD_SPECIAL = re.compile(r"([\\`*_\[\]<>!|~&])")  # what acts mid-line (CommonMark escapes any ASCII punctuation)
+
+
+def md_text(text: str) -> str:
+    """``text`` (a reason that may quote a learner's message) as Markdown that shows it as written: on one line,
+    each character that Markdown or HTML would act on escaped (no link, image, emphasis, HTML or entity)."""
+    return MD_SPECIAL.sub(r"\\\1", one_line(str(text), limit=10_000))
+
+
+def md_code(text: str) -> str:
+    """``text`` as one Markdown code span, whatever backticks it holds (a fence longer than its longest run)."""
+    text = one_line(str(text), limit=10_000)
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def csv_cell(value):

@@ -11,11 +11,13 @@ per line; ``faults.csv`` lists every one.
 from __future__ import annotations
 
 import csv
+import io
 import re
 import statistics
 from pathlib import Path
 
-from mhattn.classroom.names import csv_cell, display
+from mhattn.classroom.names import csv_cell, display, md_code, md_text
+from mhattn.classroom.private import write_private
 from mhattn.grade.harness import QUALIFIED
 from mhattn.grade.spec import EXERCISES
 
@@ -44,17 +46,16 @@ KINDS = (  # (words of a reason, its kind), first match wins
 
 def write_gradebook(path: Path, results: dict[str, dict]) -> None:
     """One row per student: id, each exercise's points, total, and why a hand-in could not be graded (cells that a
-    spreadsheet would run as a formula start with ``'``: :func:`mhattn.classroom.names.csv_cell`)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["student", *(f"{ex.name} ({ex.points})" for ex in EXERCISES),
-                    f"total ({sum(ex.points for ex in EXERCISES)})", "note"])  # fmt: skip
-        for sid, res in sorted(results.items()):
-            pts = {r["name"]: r["points"] for r in res["exercises"]}
-            row = [sid, *(pts.get(ex.name, 0) for ex in EXERCISES), res["total"], res.get("error") or ""]
-            w.writerow([csv_cell(c) for c in row])
-    tmp.replace(path)
+    spreadsheet would run as a formula start with ``'``: :func:`mhattn.classroom.names.csv_cell`); mode 0600."""
+    f = io.StringIO()
+    w = csv.writer(f)
+    w.writerow(["student", *(f"{ex.name} ({ex.points})" for ex in EXERCISES),
+                f"total ({sum(ex.points for ex in EXERCISES)})", "note"])  # fmt: skip
+    for sid, res in sorted(results.items()):
+        pts = {r["name"]: r["points"] for r in res["exercises"]}
+        row = [sid, *(pts.get(ex.name, 0) for ex in EXERCISES), res["total"], res.get("error") or ""]
+        w.writerow([csv_cell(c) for c in row])
+    write_private(path, f.getvalue())
 
 
 def fault(reason: str) -> str | None:
@@ -95,19 +96,18 @@ def faults(results: dict[str, dict]) -> dict[tuple[str, str], dict[str, list[str
 
 
 def write_faults(path: Path, found: dict) -> None:
-    """``faults.csv``: one row per student, exercise and kind of fault, with the checks it failed."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["exercise", "fault", "student", "checks"])
-        for (ex, kind), who in sorted(found.items()):
-            for sid, checks in who.items():
-                w.writerow([csv_cell(c) for c in (ex, kind, sid, "; ".join(checks))])
-    tmp.replace(path)
+    """``faults.csv``: one row per student, exercise and kind of fault, with the checks it failed; mode 0600."""
+    f = io.StringIO()
+    w = csv.writer(f)
+    w.writerow(["exercise", "fault", "student", "checks"])
+    for (ex, kind), who in sorted(found.items()):
+        for sid, checks in who.items():
+            w.writerow([csv_cell(c) for c in (ex, kind, sid, "; ".join(checks))])
+    write_private(path, f.getvalue())
 
 
 def _ids(who) -> str:
-    names = [f"`{display(sid)}`" for sid in who]
+    names = [md_code(display(sid)) for sid in who]
     more = f" and {len(names) - SHOWN} more (all in [faults.csv](faults.csv))" if len(names) > SHOWN else ""
     return ", ".join(names[:SHOWN]) + more
 
@@ -117,24 +117,30 @@ def _line(ex: str, kind: str, who: dict) -> str:
     every = {name for e in EXERCISES if e.name == ex for name, _ in e.checks}
     which = "" if set(checks) == every else f" ({'; '.join(checks)})"  # a fault of some checks names them
     n = len(who)
-    return f"- {n} student{'s' * (n != 1)}, {ex}{which}: {kind}: {_ids(who)}"
+    return f"- {plural(n, 'student')}, {ex}{md_text(which)}: {md_text(kind)}: {_ids(who)}"
 
 
-def class_summary(results: dict[str, dict], class_seed, ignored: dict[str, str] | None = None) -> str:
-    """``summary.md``: the hand-ins not graded, per exercise mean, median and full marks, the unfinished
-    exercises, the problems of the hand-ins themselves (:data:`PROBLEMS`, each listed), then every other fault."""
-    n = len(results)
-    lines = [f"# Class summary\n\n{n} students, class seed {class_seed} (each student's seed is in results/<id>.json).\n"]
+def plural(n: int, word: str, many: str = "") -> str:
+    """``"1 hand-in"``, ``"2 hand-ins"``."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def class_summary(results: dict[str, dict], ignored: dict[str, str] | None = None, notes: list[str] | None = None) -> str:
+    """``summary.md``: how the class was graded (``notes``), the hand-ins not graded, per exercise mean, median and
+    full marks, the unfinished exercises, the problems of the hand-ins themselves (:data:`PROBLEMS`, each listed),
+    then every other fault. It names no seed (those are in ``class.json`` and ``results/``, the instructor's alone);
+    every id is a code span and every text a learner could have written is escaped
+    (:func:`~mhattn.classroom.names.md_code`, :func:`~mhattn.classroom.names.md_text`)."""
+    lines = [f"# Class summary\n\n{plural(len(results), 'student')} (each student's seed is in results/<id>.json).\n"]
+    lines += [f"{md_text(note)}\n" for note in notes or []]
     broken = {sid: r["error"] for sid, r in sorted(results.items()) if r.get("error")}
     if broken:
-        lines += [
-            f"{len(broken)} hand-ins could not be graded (0 points):\n",
-            *(f"- `{display(s)}`: {w}" for s, w in broken.items()),
-            "",
-        ]
+        lines += [f"{plural(len(broken), 'hand-in')} could not be graded (0 points):\n",
+                  *(f"- {md_code(display(s))}: {md_text(w)}" for s, w in broken.items()), ""]  # fmt: skip
     if ignored:
-        lines += [f"{len(ignored)} entries of the submissions folder are not hand-ins (not graded, no row):\n",
-                  *(f"- `{display(name)}`: {why}" for name, why in sorted(ignored.items())), ""]  # fmt: skip
+        lines += [f"{plural(len(ignored), 'entry', 'entries')} of the submissions folder "
+                  f"{'is not a hand-in' if len(ignored) == 1 else 'are not hand-ins'} (not graded, no row):\n",
+                  *(f"- {md_code(display(name))}: {md_text(why)}" for name, why in sorted(ignored.items())), ""]  # fmt: skip
     lines += ["## Points per exercise\n", "| exercise | max | mean | median | full marks |", "|---|---:|---:|---:|---:|"]
     for ex in EXERCISES:
         pts = [next((r["points"] for r in res["exercises"] if r["name"] == ex.name), 0) for res in results.values()]
@@ -163,10 +169,12 @@ def _stats_row(name: str, maximum: int, pts: list) -> str:
 
 
 def feedback(res: dict) -> str:
-    """What the student reads: the total, then each exercise with each check that did not pass and why."""
-    lines = [f"# Feedback: {res['student']}\n", f"Total: {res['total']}/{res['max_total']}\n"]
+    """What the student reads: the total, then each exercise with each check that did not pass and why (a hand-in
+    that could not be graded: that reason once). Every text a learner could have written is escaped."""
+    lines = [f"# Feedback: {md_text(res['student'])}\n", f"Total: {res['total']}/{res['max_total']}\n"]
     if res.get("error"):
-        lines.append(f"Your hand-in could not be graded: {res['error']}\n")
+        lines.append(f"Your hand-in could not be graded, so every exercise scores 0: {md_text(res['error'])}\n")
+        return "\n".join(lines)
     lines.append("The hidden tests drew new inputs for this hand-in (your instructor can repeat them).\n")  # no seed
     for r in res["exercises"]:
         lines.append(f"## {r['name']}: {r['points']}/{r['max_points']}\n")
@@ -175,10 +183,10 @@ def feedback(res: dict) -> str:
             lines.append("All checks passed.\n")
             continue
         if len(failed) == len(r.get("checks", [])) and len({c["reason"] for c in failed}) == 1:
-            lines.append(f"{failed[0]['reason']}\n")
+            lines.append(f"{md_text(failed[0]['reason'])}\n")
             continue
         for c in r["checks"]:
-            mark = "passed" if c["points"] == c["max_points"] else c["reason"]
-            lines.append(f"- {c['name']} ({c['points']}/{c['max_points']}): {mark}")
+            mark = "passed" if c["points"] == c["max_points"] else md_text(c["reason"])
+            lines.append(f"- {md_text(c['name'])} ({c['points']}/{c['max_points']}): {mark}")
         lines.append("")
     return "\n".join(lines)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mhattn.commands import UsageError, non_negative_int, output_file
+from mhattn.commands import UsageError, output_file
+from mhattn.commands.gradebook import SEED_REFUSED
+from mhattn.grade.cli import seed_file
 
 DESCRIPTION = "Write the zip to upload to Gradescope as a programming assignment's autograder."
 EPILOG = """\
 Upload the zip as the assignment's autograder ("Zip file upload", base image Ubuntu 22.04). Students upload
 their ex*.py files (or one zip of them). Each upload is graded with a seed derived from the class seed (128 random
-bits unless --seed), the student's Gradescope id and the files, printed for the instructor only; each named check
+bits unless --seed-file), the student's Gradescope id and the files, printed for the instructor only; each named check
 of each exercise is one test with its points and one-line reason."""
 
 
@@ -20,7 +22,14 @@ def add_parser(sub, name):
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("platform", choices=["gradescope"], help="the autograding platform")
     p.add_argument("--out", type=output_file, default=Path("autograder.zip"), help="zip to write (default: %(default)s)")
-    p.add_argument("--seed", type=non_negative_int, default=None, help="class seed (default: a fresh one)")
+    p.add_argument(
+        "--seed-file",
+        type=seed_file,
+        default=None,
+        metavar="FILE",
+        help="read the class seed from FILE: a number, or a gradebook's class.json (default: a fresh one)",
+    )
+    p.add_argument("--seed", default=None, help=argparse.SUPPRESS)  # refused: never on the command line
     p.add_argument("--wheel", type=Path, default=None,
                    help="mhattn wheel to ship (default: one packed from the mhattn running this command)")  # fmt: skip
 
@@ -30,6 +39,8 @@ def main(args) -> int:
 
     if args.wheel is not None and not (args.wheel.is_file() and args.wheel.suffix == ".whl"):
         raise UsageError(f"argument --wheel: {args.wheel} is not a .whl file")
-    out = build(args.out, wheel=args.wheel, seed=args.seed)
+    if args.seed is not None:
+        raise UsageError(SEED_REFUSED)
+    out = build(args.out, wheel=args.wheel, seed=args.seed_file)
     print(f"wrote {out}: upload it to Gradescope as the autograder (Ubuntu 22.04 base image)")
     return 0

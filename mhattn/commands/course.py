@@ -50,7 +50,9 @@ def _readme() -> bytes:
 - `exercises/`: one file per step of multi-head attention, `README.md` (with hints) and the visible tests
 - `glossary.md`: every term the course uses
 
-Run these commands from this folder (installed with `pip install "mhattn[course]"`):
+Run these commands from this folder, with mhattn installed from the wheel your course gave you, with its course
+extra (JupyterLab, pytest): `pip install "PATH/TO/mhattn-VERSION-py3-none-any.whl[course]"` (in a clone of mhattn:
+`pip install -e ".[course]"`).
 
 ```bash
 jupyter lab {FIRST_NOTEBOOK}      # the course starts here
@@ -117,7 +119,7 @@ def main(args) -> int:
     print("  README.md   these commands")
     print("\nnext:")
     print(f"  cd {shlex.quote(str(dest))}")
-    print(f"  jupyter lab {FIRST_NOTEBOOK}      # the course starts here (pip install 'mhattn[course]' for Jupyter)")
+    print(f"  jupyter lab {FIRST_NOTEBOOK}      # the course starts here (Jupyter: README.md says how to install it)")
     print("  mhattn grade exercises           # score your exercises at any time")
     print(f"  {check_command('notebooks/NN_name.ipynb')}   # check one notebook")
     return 0

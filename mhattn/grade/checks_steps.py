@@ -250,7 +250,24 @@ def hidden_ex04(rng):
         mask[..., 0] = False
         dout = randn(rng, (B, h, T, d_k), dtype)
         calls.append(_backward_call(q, k, v, mask, dout, f"q {q.shape}, k {k.shape}, {np.dtype(dtype)}", tol_for(dtype)))
-    return calls
+    return calls + [_large_backward_call(rng)]
+
+
+LARGE = (1, 2, 64, 1024, 64)  # (B, h, T, S, d_k) of the large hidden case of exercise 4
+
+
+def _large_backward_call(rng):
+    """A case a written backward does in a few milliseconds, and a numerical or complex-step derivative of a forward
+    cannot do within the time limit: dk and dv take ``S d_k`` = 65536 forward passes each even when every (example,
+    head) is perturbed at once, about 2 * 10**12 floating-point operations each (dq takes ``d_k`` passes, as its rows
+    are independent: every part of the call counts for each check). A numerical derivative costs ``S d_k`` forward
+    passes per written backward, so the case has many keys of many dimensions, and few queries, examples and heads
+    (a small request: a few MiB)."""
+    B, h, T, S, d_k = LARGE
+    q, k, v, dout = (randn(rng, (B, h, n, d_k), np.float64) for n in (T, S, S, T))
+    mask = rng.random((B, 1, T, S)) < 0.3
+    mask[..., 0] = False
+    return _backward_call(q, k, v, mask, dout, f"q {q.shape}, k {k.shape}, float64 (large)", tol_for(np.float64))
 
 
 # ---- exercise 5: combine heads ------------------------------------------------------------

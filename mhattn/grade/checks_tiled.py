@@ -8,19 +8,21 @@ attention's (``-inf`` on a row with no allowed key). When a result is wrong, the
 compares it with the usual wrong online softmaxes (:func:`_online` with a rescaling left out,
 a wrong scaling, the running maximum as the lse) and names the one it matches.
 
-Every call is probed (:class:`~mhattn.grade.harness.Call` ``probe``): the worker sends back the call's peak
-memory (``tracemalloc``) and its first warning, so the checks also hold the exercise to its text. Two visible
-calls on ``S = 8192`` keys test the memory, once their ``out`` and ``lse`` are right: at ``block_k = 32`` the peak
+Every call is probed (:class:`~mhattn.grade.harness.Call` ``probe``): the worker sends back the call's peak memory
+(``tracemalloc``) and its first warning, so the checks also hold the exercise to its text. Two visible calls on
+``S = 8192`` keys test the memory (``local``: in the learner's visible tests; the grader makes two hidden ones instead,
+their inputs drawn from the hand-in's seed), once their ``out`` and ``lse`` are right: at ``block_k = 32`` the peak
 must stay under a quarter of one full ``(..., T, S)`` float64 array and hold at least half a tile of scores
 (:data:`MEMORY`), and at ``block_k = 256`` it must grow by at least a quarter of the larger tile (:data:`BLOCK`: a
-submission that ignores ``block_k`` holds as much at both). ``tracemalloc`` sees NumPy's arrays only, so the
-exercise also runs under :data:`MEMORY_CAP`, a hard address-space limit set in the worker before the file is loaded
-(:func:`mhattn.grade.guard.cap_memory`) and smaller than one full score array of that test: an untiled answer runs
-out of memory whatever holds its scores (``mmap``, ``ctypes``). Any floating-point warning (a ``0/0`` or
-``-inf - -inf`` on a row with no allowed key) fails :data:`WARN`, and so does silencing one (the file's text:
-:func:`mhattn.grade.scan.silencing`; the call: :class:`mhattn.grade.guard.QuietWatch`), except the flags a matrix
-product leaves, which some OpenBLAS kernels set at random (:data:`mhattn.grade.probe.PRODUCT_FLAGS`). The memory,
-block and warning checks qualify the values (:data:`QUALIFIERS`): each scores only beside them.
+submission that ignores ``block_k`` holds as much at both).
+``tracemalloc`` sees NumPy's arrays only, so the exercise also runs under :data:`MEMORY_CAP`, a hard address-space
+limit set in the worker before the file is loaded (:func:`mhattn.grade.guard.cap_memory`) and smaller than one full
+score array of that test: an untiled answer runs out of memory whatever holds its scores (``mmap``, ``ctypes``), and
+may start no process or thread (:func:`mhattn.grade.guard.no_children`: a child's memory is its own). Any
+floating-point warning (a ``0/0`` or ``-inf - -inf`` on a row with no allowed key) fails :data:`WARN`, and so does silencing
+one (the file's text: :func:`mhattn.grade.scan.silencing`; the call: :class:`mhattn.grade.probe.QuietWatch`), except
+the flags a matrix product leaves, which some OpenBLAS kernels set at random (:data:`mhattn.grade.probe.PRODUCT_FLAGS`).
+The memory, block and warning checks qualify the values (:data:`QUALIFIERS`): each scores only beside them.
 """
 
 from __future__ import annotations
@@ -189,19 +191,25 @@ def _probe_value(what, got, out, lse) -> int:
 
 
 @functools.cache
-def _probe_inputs():
-    """``(q, k, v, out, lse)`` of the memory probes (fixed, so computed once; the expected values with mhattn's
+def _fixed_probe_inputs():
+    """The visible memory probes' inputs (seed 11, the same in every install: a learner can read them)."""
+    return _probe_inputs(np.random.default_rng(11))
+
+
+def _probe_inputs(rng):
+    """``(q, k, v, out, lse)`` of a pair of memory probes, drawn from ``rng`` (the expected values with mhattn's
     tiled attention, which never holds the full scores either)."""
     B, h, T, S, d = PROBE_SHAPE
-    rng = np.random.default_rng(11)
     q, k, v = (rng.standard_normal((B, h, n, d)) for n in (T, S, S))
     out, lse, _ = tiled_attention_forward(q, k, v, None, workers=1)
     return q, k, v, out, lse
 
 
-def _memory_calls():
-    """The two probed calls of :data:`MEMORY` and :data:`BLOCK`: the same inputs at a small and a large ``block_k``."""
-    q, k, v, out, lse = _probe_inputs()
+def _memory_calls(rng=None):
+    """The two probed calls of :data:`MEMORY` and :data:`BLOCK`: the same inputs at a small and a large ``block_k``;
+    the visible pair's inputs are fixed (``local``: the learner's visible tests run it, the grader does not), a hidden
+    pair's drawn from the hand-in's seed (answers pasted in for the visible pair do not meet it)."""
+    q, k, v, out, lse = _fixed_probe_inputs() if rng is None else _probe_inputs(rng)
     column = PROBE_SHAPE[0] * PROBE_SHAPE[1] * PROBE_SHAPE[2] * 8  # bytes of one key's scores (..., T, 1)
     (small, large), seen = PROBE_BLOCKS, {}  # seen: the small tile's peak, for the large tile's judge (judged in order)
     what = [f"{FN}(q {q.shape}, k {k.shape}, v {v.shape} float64, block_k={b})" for b in PROBE_BLOCKS]
@@ -225,9 +233,9 @@ def _memory_calls():
                                "so block_k is not honoured")  # fmt: skip
 
     return [Call(FN, (q, k, v, small), parts=((MEMORY, judge_small), (WARN, _warn_judge(what[0]))), probe=True,
-                 memory_note=CAP_NOTE),
+                 memory_note=CAP_NOTE, local=rng is None),
             Call(FN, (q, k, v, large), parts=((BLOCK, judge_large), (WARN, _warn_judge(what[1]))), probe=True,
-                 memory_note=CAP_NOTE)]  # fmt: skip
+                 memory_note=CAP_NOTE, local=rng is None)]  # fmt: skip
 
 
 def visible_ex11():
@@ -258,4 +266,4 @@ def hidden_ex11(rng):
             mask[0, 0, -1, :] = True  # one query with no allowed key
         what = f"q {q.shape}, k {k.shape}, v {v.shape} {np.dtype(dtype)}, block_k={block_k}, {'mask' if masked else 'no mask'}"
         calls.append(_call(q, k, v, block_k, mask, what, tol_for(dtype)))
-    return calls
+    return calls + _memory_calls(rng)

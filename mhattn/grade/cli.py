@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mhattn.backend.argtypes import number_in
 from mhattn.grade.runner import DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT, format_table, grade, to_json
-from mhattn.grade.sandbox import MISSING
+from mhattn.grade.sandbox import missing
 from mhattn.grade.spec import EXERCISES, find
 
 DESCRIPTION = "Grade the mhattn exercises: visible and hidden tests, points per exercise."
@@ -19,7 +19,7 @@ JSON report (--json), every key:
               (the exercise's named checks, each with name, points, max_points, reason: its points split)
   total       points scored
   max_total   points possible for the exercises graded
-  seed        seed of the hidden tests' random inputs (--seed repeats them)
+  seed        seed of the hidden tests' random inputs (--seed or --seed-file repeats them)
   sandbox     true when each file ran in the bubblewrap sandbox; false: one line (stderr) says what is missing
 
 Exit status: 0 when the files were graded (and, with --fail-under, the total reached it); 1 when the
@@ -46,6 +46,26 @@ def positive(kind, minimum=None):
 non_negative_int = number_in(int, 0)  # seeds: NumPy's generators refuse negative ones
 
 
+def seed_file(text: str) -> int:
+    """An argparse type: the seed held in file ``text``: a non-negative integer alone, or a JSON object with one
+    under ``"seed"`` or ``"class_seed"`` (``class.json``, ``results/<id>.json``, Gradescope's config). A seed
+    given this way is not on the command line, which every user of the machine can read in ``/proc``."""
+    import json
+
+    try:
+        raw = Path(text).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as err:
+        raise argparse.ArgumentTypeError(f"cannot read the seed file {text}: {err}") from None
+    try:
+        data = json.loads(raw)
+        seed = data.get("seed", data.get("class_seed")) if isinstance(data, dict) else data
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'{text} holds no seed (a non-negative integer, or JSON with "seed")') from None
+    return seed
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", nargs="?", default=None,
                    help=f"folder with {FILES}, or one of those files (default: {DEFAULT_PATH}, or this folder when "
@@ -59,7 +79,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--timeout",
         type=positive(float),
         default=DEFAULT_TIMEOUT,
-        help="wall-clock seconds per exercise, also its CPU-time limit (default: %(default)s)",
+        help="CPU seconds per exercise, of all its processes (the wall clock allows twice that and 5 s) (default: %(default)s)",
     )
     p.add_argument(
         "--memory",
@@ -69,9 +89,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"address space per exercise in MiB, at least {MIN_MEMORY_MB} (Python and NumPy need about that much to start) "
         "(default: %(default)s)",
     )
-    p.add_argument(
-        "--seed", type=non_negative_int, default=None, help="seed for the hidden tests (default: a fresh one each run)"
-    )
+    seeds = p.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=non_negative_int, default=None,
+                       help="seed for the hidden tests (default: a fresh one each run); your own runs only")  # fmt: skip
+    seeds.add_argument("--seed-file", type=seed_file, default=None, metavar="FILE",
+                       help="read the seed from FILE (a number, or a gradebook's results/<id>.json): a seed you must "
+                       "keep from other users of the machine never goes on the command line")  # fmt: skip
     p.add_argument("--jobs", type=positive(int), default=2, help="exercises graded at once (default: %(default)s)")
     p.add_argument("--no-sandbox", action="store_true", help="do not use bubblewrap even where it works")  # fmt: skip
 
@@ -105,7 +128,8 @@ def _is_exercise(name: str) -> bool:
 def main(args) -> int:
     try:
         path, only = path_and_only(args.path, args.only)
-        report = grade(path, only=only, timeout=args.timeout, seed=args.seed, jobs=args.jobs,
+        seed = args.seed if args.seed_file is None else args.seed_file
+        report = grade(path, only=only, timeout=args.timeout, seed=seed, jobs=args.jobs,
                        memory=args.memory, sandbox_mode=False if args.no_sandbox else None)  # fmt: skip
     except (FileNotFoundError, KeyError, RuntimeError) as err:
         print(f"mhattn grade: {err.args[0]}", file=sys.stderr)
@@ -113,7 +137,7 @@ def main(args) -> int:
     if args.json:
         print(to_json(report))
         if not report["sandbox"]:
-            print(MISSING, file=sys.stderr)
+            print(missing(), file=sys.stderr)
     else:
         print(format_table(report))
     if args.fail_under is not None and report["total"] < args.fail_under / 100 * report["max_total"]:

@@ -55,7 +55,8 @@ def install_finder(sources: dict, allowed, stdlib: list | None = None) -> None:
 
 
 def limit(memory: int, cpu: int, file_size: int) -> None:
-    """Address space, CPU seconds, file size, processes; on Linux, adopt orphans (a double fork) so the grader finds them.
+    """Address space, CPU seconds, file size, processes; on Linux, adopt orphans (a double fork) so the grader finds
+    them, and become non-dumpable (``PR_SET_DUMPABLE`` 0: its memory is nobody's to read through ``/proc`` or ptrace).
 
     ``RLIMIT_NPROC`` counts the user's tasks (in the sandbox, those of its user namespace), so it is set to the
     tasks this user has now plus :data:`SPARE_TASKS`. It does not bind root: the grader puts the worker in a
@@ -66,7 +67,9 @@ def limit(memory: int, cpu: int, file_size: int) -> None:
     import resource
 
     try:
-        ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).prctl(36, 1, 0, 0, 0)  # 36: PR_SET_CHILD_SUBREAPER
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # 36: PR_SET_CHILD_SUBREAPER
+        libc.prctl(4, 0, 0, 0, 0)  # 4: PR_SET_DUMPABLE 0: no process of another user's (or this one's) may trace it
     except (OSError, AttributeError, TypeError):  # not Linux: the grader kills the process group only
         pass
     tasks = _tasks() + SPARE_TASKS
@@ -83,6 +86,8 @@ def _tasks() -> int:
     """Threads of the processes of this real user id that /proc shows (0 where there is no /proc)."""
     total, uid = 0, os.getuid()
     for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not pid.isdigit():  # "self" and "thread-self" are this process again
+            continue
         try:
             with open(f"/proc/{pid}/status", "rb") as f:
                 fields = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
@@ -91,6 +96,21 @@ def _tasks() -> int:
         except (OSError, KeyError, ValueError, IndexError):
             continue
     return total
+
+
+def no_children() -> bool:
+    """Lower ``RLIMIT_NPROC``, soft and hard, to the tasks this user has now: no new process or thread (a child's
+    memory would be its own, beyond :func:`cap_memory`). Exact where this user runs nothing else: as root each
+    worker is a user of its own (:mod:`mhattn.grade.pool`), and in the sandbox as a normal user the count is that
+    of its user namespace. False where it cannot be set."""
+    import resource
+
+    try:
+        tasks = _tasks()
+        resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
+    except (OSError, ValueError, AttributeError):
+        return False
+    return tasks > 0
 
 
 def cap_memory(allowance: int) -> bool:
@@ -116,79 +136,6 @@ def cap_memory(allowance: int) -> bool:
     except (OSError, ValueError, IndexError, AttributeError):
         return False
     return True
-
-
-class QuietWatch:
-    """Whether a probed call (exercise 11) silences floating-point warnings; ``found`` says how, ``""`` if not.
-
-    While the call runs, a profile function (``sys.setprofile``) sees every call it makes: numpy's error state set
-    (``np.errstate``, ``np.seterr``: both set numpy's context variable), the warning filters changed
-    (``warnings.catch_warnings``, ``filterwarnings``, ``simplefilter``, the filter list itself), the profile
-    function replaced, or a thread started (the watch would not follow it). Each counts only when the code asking for
-    it is not numpy's or mhattn's own (``np.isclose`` silences its own steps). After the call numpy's error state and
-    the warning filters must be as before. A submission that rewrites this process's code can hide from any such
-    watch; the grader also reads the file's text (:func:`mhattn.grade.scan.silencing`).
-    """
-
-    WARNINGS = ("filterwarnings", "simplefilter", "resetwarnings", "_add_filter", "__enter__")
-
-    def __init__(self):
-        import threading
-        import warnings
-
-        import numpy as np
-
-        self.found = ""
-        self.var = getattr(np._core.umath, "_extobj_contextvar", None)
-        self.warnings, self.np = warnings, np
-        self.own = tuple(str(Path(m.__file__).resolve().parent) + os.sep for m in (np, sys.modules.get("mhattn", np)))
-        self.fences = tuple(
-            f
-            for f in (
-                sys.setprofile,
-                sys.settrace,
-                getattr(threading, "_start_new_thread", None),
-                getattr(threading, "_start_joinable_thread", None),
-            )
-            if f is not None
-        )
-
-    def _state(self):
-        return (list(self.warnings.filters), self.warnings.showwarning, self.np.geterr(), self.np.geterrcall())
-
-    def __enter__(self):
-        self.before, self.outer = self._state(), sys.getprofile()  # outer: a profiler running the visible tests
-        sys.setprofile(self._event)
-        return self
-
-    def __exit__(self, *exc):
-        sys.setprofile(self.outer)
-        if not self.found and self._state() != self.before:
-            self.found = "numpy's error state or the warning filters changed during the call"
-        return False
-
-    def _event(self, frame, event, arg):
-        if self.found:
-            return
-        what = None
-        if event == "call" and frame.f_code.co_filename.endswith("warnings.py") and frame.f_code.co_name in self.WARNINGS:
-            what, frame = f"warnings.{frame.f_code.co_name}", frame.f_back
-        elif event == "c_call":
-            owner = getattr(arg, "__self__", None)
-            if owner is self.var and getattr(arg, "__name__", "") == "set":
-                what = "np.errstate or np.seterr"
-            elif owner is self.warnings.filters or any(arg is f for f in self.fences):
-                what = getattr(arg, "__qualname__", "a call that hides warnings from the grader")
-        if what and not self._ours(frame):
-            self.found = f"the call uses {what}"
-
-    def _ours(self, frame) -> bool:
-        """Whether the code that asked (first frame outside numpy's error state, warnings, threading) is numpy or mhattn."""
-        while frame is not None and frame.f_code.co_filename.endswith(("_ufunc_config.py", "warnings.py", "threading.py")):
-            frame = frame.f_back
-        if frame is None or frame.f_code.co_filename == QuietWatch.__exit__.__code__.co_filename:  # this watch itself
-            return True
-        return str(Path(frame.f_code.co_filename).resolve()).startswith(self.own)
 
 
 OUTPUT_LIMIT = 1 << 20  # bytes of a learner's printed output kept per stream; the file-size limit bounds the reply

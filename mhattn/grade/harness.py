@@ -34,6 +34,8 @@ class Call:
     in place of ``judge`` and ``check``. With ``probe`` the worker measures the call (its peak memory and first
     warning, :func:`mhattn.grade.probe.probed`) and each judge gets ``(value, {"peak", "warning"})``.
     ``memory_note`` replaces the usual advice (``--memory``) when the call runs out of memory (exercise 11's cap).
+    A ``local`` call runs in the learner's visible tests only: the grader makes a hidden twin of it with inputs
+    drawn from the seed (exercise 11's memory probes, whose fixed inputs a learner could answer in advance).
     """
 
     fn: str
@@ -45,6 +47,7 @@ class Call:
     parts: tuple = ()
     probe: bool = False
     memory_note: str = ""
+    local: bool = False  # a visible call that a hidden one of other inputs replaces in the grader (run_visible only)
 
     def judged(self) -> tuple:
         """``((check, judge), ...)``: what this call's result is scored on (judge None: it must raise)."""

@@ -9,6 +9,7 @@ plain data. The comparison and the points happen here (:mod:`mhattn.grade.verdic
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
@@ -23,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import numpy.lib.format  # noqa: F401 - loaded before any worker runs (plain mode watches numpy's files)
 
-from mhattn.grade import guard, imports, launch, probe, sandbox, scan, user, verdict
+from mhattn.grade import guard, imports, launch, pool, probe, sandbox, scan, user, verdict
 from mhattn.grade.harness import one_line
 from mhattn.grade.spec import EXERCISES, Exercise, find
 from mhattn.grade.stubs import stubs_for
@@ -47,18 +48,24 @@ class Session:
         self.empty.write_bytes(b"")
         (tmp / "path").mkdir()
         (tmp / "path" / "mhattn").symlink_to(sandbox.package_dir(), target_is_directory=True)
-        (tmp / "cwd").mkdir()
-        ids = user.worker_ids()
-        if ids is not None and not use_sandbox:  # as root: the worker's user passes through (not lists) this folder
-            tmp.chmod(0o711)  # to its imports and its own working folder, the only one here it may write
-            os.chown(tmp / "cwd", *ids)
+        if user.worker_ids() is not None and not use_sandbox:  # as root: workers pass through (not list) this folder
+            tmp.chmod(0o711)  # to their imports and each to its own working folder, the only one here it may write
 
-    def env(self) -> dict:
+    def workdir(self, ex: Exercise, ids: tuple[int, int] | None) -> Path:
+        """The worker's working folder (also its HOME and TMPDIR without a sandbox): as root, its own user's alone."""
+        folder = self.tmp / f"cwd-{ex.name}"
+        folder.mkdir(exist_ok=True)
+        if ids is not None and not self.sandbox:
+            os.chown(folder, *ids)
+            folder.chmod(0o700)
+        return folder
+
+    def env(self, workdir: Path) -> dict:
         env = {k: os.environ[k] for k in ENV_KEPT if k in os.environ}
         path = str(sandbox.package_dir().parent) if self.sandbox else str(self.tmp / "path")
-        home = "/tmp" if self.sandbox else str(self.tmp / "cwd")
-        env.update(PYTHONPATH=path, HOME=home, PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", MHATTN_BACKEND="numpy",
-                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")  # fmt: skip
+        home = "/tmp" if self.sandbox else str(workdir)
+        env.update(PYTHONPATH=path, HOME=home, TMPDIR=home, PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1",
+                   MHATTN_BACKEND="numpy", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")  # fmt: skip
         return env
 
     def stub_files(self, ex: Exercise, stubs: dict) -> dict:
@@ -70,18 +77,18 @@ class Session:
             files[modname].write_text(text, encoding="utf-8")
         return files
 
-    def command(self, ex: Exercise, submission: Path, stubs: dict):
-        """``(make_cmd, path of the file as the worker sees it)``."""
+    def command(self, ex: Exercise, submission: Path, stubs: dict, ids, workdir: Path):
+        """``(make_cmd, path of the file as the worker sees it)``; ``ids``: the worker's user as root, else None."""
         if not self.sandbox:
-            return sandbox.plain_command(self.tmp), str(submission)
+            return sandbox.plain_command(self.tmp, ids, workdir), str(submission)
         files = self.stub_files(ex, stubs)
-        make = lambda argv: sandbox.command(files, self.empty, self.worker, submission, argv)  # noqa: E731
+        make = lambda argv: sandbox.command(files, self.empty, self.worker, submission, argv, ids)  # noqa: E731
         return make, sandbox.submission_path(submission)
 
 
 def plan(ex: Exercise, seed: int):
     """``(calls, number of visible calls)``: the inputs and, in each judge, the expected results."""
-    visible = ex.visible()
+    visible = [c for c in ex.visible() if not c.local]  # a local call's hidden twin has inputs drawn from the seed
     return visible + ex.hidden(np.random.default_rng(seed)), len(visible)
 
 
@@ -93,17 +100,25 @@ def run_one(ex: Exercise, folder: Path, seed: int, limits: launch.Limits, sessio
         return verdict.row(ex.name, verdict.all_failed(ex.checks, refused))
     calls, n_visible = plan(ex, seed)
     stubs = stubs_for(ex.hidden_modules, ex.name)
-    make_cmd, seen_as = session.command(ex, path, stubs)
-    request = {"file": seen_as, "source": source, "functions": list(ex.functions), "stubs": stubs, "cap": _cap(ex),
-               "allowed": list(imports.allowed_modules()), "guard": guard.SOURCE, "probe": probe.SOURCE,
-               "calls": [{"fn": c.fn, "args": list(c.args), "probe": c.probe} for c in calls]}  # fmt: skip
     before = None if session.sandbox else files_state()
-    outcome = launch.run(make_cmd, frame(request), limits, session.env(), str(session.tmp / "cwd"))
+    with _own_user() as ids:  # as root, a user of its own for this worker alone (and its retry)
+        workdir = session.workdir(ex, ids)
+        make_cmd, seen_as = session.command(ex, path, stubs, ids, workdir)
+        request = frame({"file": seen_as, "source": source, "functions": list(ex.functions), "stubs": stubs,
+                         "cap": _cap(ex), "allowed": list(imports.allowed_modules()), "guard": guard.SOURCE,
+                         "probe": probe.SOURCE, "calls": [{"fn": c.fn, "args": list(c.args), "probe": c.probe}
+                                                          for c in calls]})  # fmt: skip
+        outcome = launch.run(make_cmd, request, limits, session.env(workdir), str(workdir))
+        if outcome.clock == "wall" and outcome.crowded:  # starved beside another worker? again, alone, before it costs
+            outcome = launch.run(make_cmd, request, limits, session.env(workdir), str(workdir), alone=True)
     checks = verdict.score(ex.checks, calls, n_visible, outcome, limits, path.name)
     checks = verdict.qualify(checks, dict(ex.qualifiers), {c: why for c, rule in ex.source_rules if (why := rule(source))})
-    changed = [] if before is None else sorted(set(before.items()) ^ set(files_state().items()))
+    changed = [] if before is None else sorted(set(before.items()) ^ set(files_state(before).items()))
     if changed:  # only without a sandbox can a submission write there; later runs would use the files
-        why = f"changed {changed[0][0]} while it was graded: reinstall mhattn before grading again"
+        why = (
+            f"changed {changed[0][0]} while it was graded: reinstall mhattn before grading again (from the wheel: pip "
+            "install --force-reinstall PATH/TO/mhattn-VERSION-py3-none-any.whl; in a clone: pip install -e .)"
+        )
         checks = verdict.all_failed(ex.checks, why)
     return verdict.row(ex.name, checks)
 
@@ -129,7 +144,8 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
         path: folder holding the exercise files (``ex01_split_heads.py``, ...: one per entry of ``spec.EXERCISES``),
             or one exercise file (that exercise only, unless ``only`` says otherwise).
         only: names of exercises to grade (full or short, e.g. ``"ex03"``); default all.
-        timeout: wall-clock seconds per exercise (also its CPU-time limit, rounded up).
+        timeout: CPU seconds per exercise, of its worker's whole process tree (and twice that, plus 5 s, on the wall
+            clock); an exercise that ran out of wall-clock time beside another is run again alone before it costs.
         seed: seed of the hidden tests' random inputs; default a fresh one every run.
         jobs: exercises graded at the same time.
         memory: MiB of address space per worker.
@@ -157,7 +173,8 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
     limits = launch.Limits(float(timeout), int(memory) << 20)
     for modname in {m for ex in chosen for m in ex.hidden_modules}:  # imported (compiled) now, not while a worker runs
         importlib.import_module(modname)
-    with tempfile.TemporaryDirectory(prefix="mhattn-grade-", dir=user.session_parent(user.worker_ids(), use_sandbox)) as tmp:
+    parent = user.session_parent(user.worker_ids(), use_sandbox)
+    with tempfile.TemporaryDirectory(prefix="mhattn-grade-", dir=parent) as tmp:
         session = Session(Path(tmp), use_sandbox)
         with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
             rows = list(pool.map(lambda ex: run_one(ex, folder, seed, limits, session), chosen))
@@ -168,6 +185,12 @@ def grade(path="exercises", only=None, timeout: float = DEFAULT_TIMEOUT, seed: i
         "seed": seed,
         "sandbox": use_sandbox,
     }
+
+
+def _own_user():
+    """As root, a user of the pool that no other worker has now (:func:`mhattn.grade.pool.lease`); else None
+    (workers run as this process)."""
+    return pool.lease() if user.worker_ids() is not None else contextlib.nullcontext(None)
 
 
 def where(path) -> tuple[Path, str | None]:
@@ -208,7 +231,7 @@ def format_table(report: dict) -> str:
     lines.append(f"{'total':<{width}}{str(report['total']) + '/' + str(report['max_total']):>8}")
     lines.append(f"(hidden tests used seed {report['seed']}; pass --seed {report['seed']} to rerun them)")
     if not report.get("sandbox", True):
-        lines.append(sandbox.MISSING)
+        lines.append(sandbox.missing())
     return "\n".join(lines)
 
 

@@ -29,13 +29,25 @@ from pathlib import Path
 import numpy
 
 import mhattn
-from mhattn.grade import imports, user
+from mhattn.grade import imports, pool, user
 
 MISSING = (
     "no sandbox (bubblewrap missing or --no-sandbox): each submission ran with your rights, so it could read solutions/ "
     "and the reference source, write files (a change to mhattn's, numpy's or Python's start-up files scores 0), "
     "and signal or read the grader itself"
 )
+MISSING_AS_ROOT = (
+    "no sandbox (bubblewrap missing or --no-sandbox): each submission ran as an unprivileged user of its own, whose only "
+    "writable folder was a private temporary one, so it could read what every user may (solutions/ and the reference "
+    "source, where they are readable) but not signal or read the grader or another submission"
+)
+
+
+def missing() -> str:
+    """What grading without a sandbox meant here: as root, each worker was a user of its own; else it had your rights."""
+    return MISSING if user.worker_ids() is None else MISSING_AS_ROOT
+
+
 WORKER_DIR = "/run/mhattn-grade"
 _LOCK = threading.Lock()
 TMP_BYTES = 64 << 20
@@ -154,7 +166,9 @@ def hide_modules(stub_files: dict[str, Path], empty: Path) -> list[str]:
     return args
 
 
-def command(stub_files: dict[str, Path], empty: Path, worker: Path, submission: Path, argv: list[str]) -> list[str]:
+def command(
+    stub_files: dict[str, Path], empty: Path, worker: Path, submission: Path, argv: list[str], ids: tuple[int, int] | None = None
+) -> list[str]:
     """The full bwrap command running ``python worker.py argv...`` on ``submission`` (bound read-only).
 
     The root and ``/dev`` (tmpfs of up to half the RAM each) are made read-only last: a submission
@@ -164,7 +178,7 @@ def command(stub_files: dict[str, Path], empty: Path, worker: Path, submission: 
     args += ["--ro-bind", str(worker), f"{WORKER_DIR}/worker.py"]
     args += ["--ro-bind", str(submission), f"{WORKER_DIR}/submission/{submission.name}"]
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    return [*args, *user.drop(user.worker_ids()), *PYTHON, f"{WORKER_DIR}/worker.py", *argv, json.dumps(_worker_path())]
+    return [*args, *user.drop(ids), *PYTHON, f"{WORKER_DIR}/worker.py", *argv, json.dumps(_worker_path())]
 
 
 # isolated (no PYTHON* variables, no user site, no script folder on the path) and without site: no .pth file
@@ -193,19 +207,19 @@ def _worker_source() -> str:
     return Path(__file__).with_name("worker.py").read_text(encoding="utf-8")
 
 
-def plain_command(tmp: Path):
+def plain_command(tmp: Path, ids: tuple[int, int] | None, workdir: Path):
     """``make_cmd(argv)`` without a sandbox: the worker's source passed as ``-c`` (no file a submission could rewrite
-    for the next worker), imports from a folder of links to mhattn and the allowed packages only (``tmp/imports``)."""
-    source, prefix = _worker_source(), user.drop(user.worker_ids())  # as root: run as the worker's user
+    for the next worker), imports from a folder of links to mhattn and the allowed packages only (``tmp/imports``).
+    As root (``ids``) it runs as that user, in a mount namespace whose only writable folder is ``workdir``."""
+    source, prefix = _worker_source(), user.drop(ids, str(workdir))
     folder = tmp / "imports"
     with _LOCK:  # the exercises of one grade start from threads
-        if folder.exists():
-            return lambda argv: [*prefix, *PYTHON, "-c", source, *argv, json.dumps([str(folder)])]
-        folder.mkdir()
-        for entry in [package_dir(), *(e for d in _searched_site_dirs() for e in imports.allowed_entries(d))]:
-            if not (folder / entry.name).exists():
-                (folder / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
-    user.check_plain(user.worker_ids(), json.dumps([str(folder)]))
+        if not folder.exists():
+            folder.mkdir()
+            for entry in [package_dir(), *(e for d in _searched_site_dirs() for e in imports.allowed_entries(d))]:
+                if not (folder / entry.name).exists():
+                    (folder / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    user.check_plain(ids, json.dumps([str(package_dir().parent), *map(str, _searched_site_dirs())]))
     return lambda argv: [*prefix, *PYTHON, "-c", source, *argv, json.dumps([str(folder)])]
 
 
@@ -214,7 +228,14 @@ def submission_path(submission: Path) -> str:
 
 
 def _probe(extra: list[str]) -> bool:
-    drop = user.drop(user.worker_ids())
+    if user.worker_ids() is None:
+        return _probe_as(extra, None)
+    with pool.lease() as ids:  # as root: as a user of the pool no hand-in holds
+        return _probe_as(extra, ids)
+
+
+def _probe_as(extra: list[str], ids) -> bool:
+    drop = user.drop(ids)
     code = f"import os, sys; sys.path += {_worker_path()!r}; import numpy" + ("; assert 0 not in os.getresuid()" if drop else "")
     args = [*namespace_args(), *extra, *open_parents(_binds()), *_binds(), *drop, *PYTHON, "-c", code]
     try:

@@ -170,7 +170,7 @@ def silencing(source: str) -> str | None:
     Read from the text, so nothing the submission does at run time hides it: the ``warnings`` module imported,
     or one of :data:`SILENCERS` named (an attribute, a name, an imported name, or a string that is just that name,
     as in ``getattr(np, "errstate")``; a docstring that mentions one is fine).
-    The worker also watches the calls themselves (:class:`mhattn.grade.guard.QuietWatch`).
+    The worker also watches the calls themselves (:class:`mhattn.grade.probe.QuietWatch`).
     """
     try:
         nodes = list(ast.walk(ast.parse(source)))

@@ -121,8 +121,10 @@ def judge_one(call: Call, res: dict, stage: str, filename: str, memory: int) -> 
 
 def ended(outcome: Outcome, limits: Limits) -> str:
     """Why a worker ended without a complete reply."""
+    if outcome.timed_out and outcome.clock == "wall":
+        return f"timed out after {limits.wall:g} s on the clock, waiting on something (input(), a sleep, a lock?)"
     if outcome.timed_out:
-        return f"timed out after {limits.timeout:g} s (an endless loop, or far too slow?)"
+        return f"timed out after {limits.timeout:g} s of CPU time (an endless loop, or far too slow?)"
     rc = outcome.returncode
     sig = -rc if rc is not None and rc < 0 else (rc - 128 if rc is not None and rc > 128 else None)
     if sig == signal.SIGXFSZ or rc == EXIT_TOO_LARGE:

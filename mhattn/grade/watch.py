@@ -84,9 +84,16 @@ def _loaded() -> list[str]:
     return out
 
 
-def snapshot() -> dict:
-    """``{path: (size, mtime, ctime, inode)}`` of the code a later run of the grader (or its worker) executes."""
-    paths = [*_loaded(), *map(str, _startup_files()), sys.executable, os.path.join(sys.prefix, "pyvenv.cfg")]
+def snapshot(before: dict | None = None) -> dict:
+    """``{path: (size, mtime, ctime, inode)}`` of the code a later run of the grader (or its worker) executes.
+
+    With ``before`` (the snapshot taken before a worker ran), the loaded modules are those ``before`` holds: a
+    module the grader itself loads meanwhile (another thread unpacking a zip loads ``cp437``) is not a change a
+    hand-in made. Every file of the watched trees and every start-up file is listed afresh, so one written there
+    still counts.
+    """
+    loaded = _loaded() if before is None else list(before)
+    paths = [*loaded, *map(str, _startup_files()), sys.executable, os.path.join(sys.prefix, "pyvenv.cfg")]
     for root in _trees():
         if root.is_file():
             paths.append(str(root))

@@ -35,7 +35,10 @@ pytestmark = pytest.mark.grader
 def autograder(tmp_path_factory):
     """The zip built by the command, unpacked as Gradescope does into ROOT/source."""
     tmp = tmp_path_factory.mktemp("autograder")
-    assert cli.main(["autograder", "gradescope", "--out", str(tmp / "autograder.zip"), "--seed", "11"]) == 0
+    (tmp / "seed.json").write_text('{"seed": 11}')
+    assert (
+        cli.main(["autograder", "gradescope", "--out", str(tmp / "autograder.zip"), "--seed-file", str(tmp / "seed.json")]) == 0
+    )
     with zipfile.ZipFile(tmp / "autograder.zip") as z:
         z.extractall(tmp / "source")
         modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}

@@ -173,7 +173,10 @@ def test_the_command(tmp_path, capsys):
     sub.mkdir()
     (sub / "a.zip").write_bytes(zip_bytes({"ex08_count_parameters.py": SOLUTIONS["ex08_count_parameters.py"]}))
     (sub / "b.zip").write_bytes(b"not a zip")
-    assert cli.main(["gradebook", str(sub), "--out", str(tmp_path / "out"), "--quiet", "--seed", "3"]) == 0
+    (tmp_path / "seed").write_text("3\n")
+    assert (
+        cli.main(["gradebook", str(sub), "--out", str(tmp_path / "out"), "--quiet", "--seed-file", str(tmp_path / "seed")]) == 0
+    )
     rows = list(csv.reader((tmp_path / "out" / "gradebook.csv").open()))
     assert [(r[0], r[-2]) for r in rows[1:]] == [("a", "5"), ("b", "0")]
     assert "2 students (2 graded, 0 unchanged, 1 could not be graded)" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from mhattn.grade.launch import _wait
+from mhattn.grade.launch import Limits, _wait
 
 
 class _ExitsAfterWriting:
@@ -13,7 +13,7 @@ class _ExitsAfterWriting:
     can between the grader's poll of the pipe and its look at the process (seen under load in CI)."""
 
     def __init__(self, done_w: int, byte: bytes):
-        self.done_w, self.byte, self.returncode = done_w, byte, None
+        self.done_w, self.byte, self.returncode, self.pid = done_w, byte, None, -1  # no process: no CPU time
 
     def poll(self):
         if self.returncode is None:
@@ -26,8 +26,8 @@ def _run(byte: bytes):
     done_r, done_w = os.pipe()
     try:
         t0 = time.monotonic()
-        result = _wait(_ExitsAfterWriting(done_w, byte), done_r, timeout=5.0)
-        return result, time.monotonic() - t0
+        done, clock = _wait(_ExitsAfterWriting(done_w, byte), done_r, Limits(5.0, 0))
+        return (done, bool(clock)), time.monotonic() - t0
     finally:
         os.close(done_r)
         os.close(done_w)

@@ -33,7 +33,7 @@ def test_each_id_has_a_safe_file_name_and_a_readable_form(sid):
     stem = file_stem(sid)
     assert len(stem.encode()) <= 200 and not stem.startswith((".", "-")) and stem.isprintable()
     stem.encode("utf-8")  # no surrogates left
-    assert (stem == sid) == (sid in ("alice", "a.b..c", "=2+5", "+1", "@sum", '=HYPERLINK("x")'))
+    assert (stem == sid) == (sid in ("alice", "a.b..c", "=2+5", "+1", "@sum"))  # capitals: hashed (macOS ignores case)
     assert display(sid).isprintable() and display(LATIN1) == "caf\\xe9"
     assert file_stem(sid) != file_stem(sid + "x")
 
@@ -66,7 +66,7 @@ CASES = {
 
 def test_every_problem_kind_is_listed_with_its_students():
     results = {f"p{i}": report({E5.name: {"*": why}}) for i, why in enumerate(CASES.values())}
-    text = class_summary(results, 7)
+    text = class_summary(results)
     for i, problem in enumerate(PROBLEMS):
         line = next(ln for ln in text.splitlines() if problem in ln and "`p" in ln)
         assert f"`p{i}`" in line and "1 student," in line, line
@@ -78,7 +78,7 @@ def test_a_syntax_error_is_one_fault_and_unfinished_work_is_apart():
     results = {"a": report({E2.name: {"*": syntax}}), "b": report({E1.name: {"*": "not implemented yet: split_heads"}})}
     found = faults(results)
     assert found[(E2.name, fault(syntax))] == {"a": [c for c, _ in E2.checks]}
-    text = class_summary(results, 7)
+    text = class_summary(results)
     faults_part = text.split("## Faults")[1]
     assert faults_part.count("syntax error") == 1 and NOT_WRITTEN not in faults_part
     assert f"1 student, {E1.name}" in text.split("## Not written yet")[1].split("##")[0]
@@ -88,7 +88,7 @@ def test_a_common_fault_names_its_first_students_and_links_the_rest():
     axis = "this is a softmax over axis -2; the softmax runs over the last axis (-1, the keys)"
     why = f"hidden test failed: softmax_forward(scores (2, 3, 4, 5)): max |error| vs reference 3.1e-01 (tolerance 1e-09); {axis}"
     results = {f"s{i:02d}": report({E2.name: {E2.checks[0][0]: why}}) for i in range(SHOWN + 5)}
-    text = class_summary(results, 7)
+    text = class_summary(results)
     line = next(ln for ln in text.splitlines() if axis in ln)
     assert line.startswith(f"- {SHOWN + 5} students, {E2.name}") and "and 5 more" in line and "faults.csv" in line
     assert "`s00`" in line and "`s14`" not in line

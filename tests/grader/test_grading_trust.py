@@ -28,7 +28,7 @@ import pytest
 
 from mhattn.classroom import grade_class
 from mhattn.classroom.handins import class_seed, files_hash, student_seed
-from mhattn.grade import grade, sandbox, user
+from mhattn.grade import grade, pool, sandbox, user
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "grader"))
@@ -191,12 +191,13 @@ def test_a_worker_that_rewrites_a_classmates_stored_result_changes_nothing(tmp_p
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="run as root only")
-def test_a_user_that_is_root_is_refused(monkeypatch):
-    monkeypatch.setenv(user.ENV, "0:0")
-    with pytest.raises(ValueError, match="never runs as root"):
-        user.worker_ids()
-    monkeypatch.setenv(user.ENV, "no-such-user-mhattn")
-    with pytest.raises(ValueError, match="names no user"):
+def test_a_pool_that_holds_root_is_refused(monkeypatch):
+    for text in ("0-3", "0"):
+        monkeypatch.setenv(pool.ENV, text)
+        with pytest.raises(ValueError, match="never runs as root"):
+            user.worker_ids()
+    monkeypatch.setenv(pool.ENV, "nobody")
+    with pytest.raises(ValueError, match="FIRST-LAST"):
         user.worker_ids()
 
 
