@@ -41,14 +41,15 @@ def _checkpoint(text: str) -> str:
 def add_parser(sub, name):
     p = sub.add_parser(name, help="remove six of one layer's twelve heads at random, in every layer; print the answer box")
     p.add_argument("--task", choices=list(DEFAULTS), default="text-deep12",
-                   help="which shipped checkpoints when no --checkpoint is given (default text-deep12: 4 layers x 12 "
-                        "heads; roles: the two one-layer toys; text-deep: 4 layers x 8 heads)")  # fmt: skip
+                   help="which shipped checkpoints when no --checkpoint is given (text-deep12: 4 layers x 12 heads; "
+                        "roles: the two one-layer planted-roles toys; text: one layer x 12 heads on text; text-deep: "
+                        "4 layers x 8 heads)")  # fmt: skip
     p.add_argument("--checkpoint", type=_checkpoint, action="append", default=None,
                    help="a checkpoint file or shipped name (repeatable); default: the --task's shipped ones")  # fmt: skip
-    p.add_argument("--remove", type=positive_int, default=6, help="heads of one layer removed at once (default 6)")
+    p.add_argument("--remove", type=positive_int, default=6, help="heads of one layer removed at once")
     p.add_argument("--n-random", type=int_in(2, 100_000), default=200,
-                   help="random subsets per layer, in complement pairs when --remove is half the heads (default 200; "
-                        "all of them when it covers them)")  # fmt: skip
+                   help="random subsets per layer: in complement pairs when --remove is half the heads (an odd number "
+                        "is rounded down to whole pairs); all of them when it covers them")  # fmt: skip
     p.add_argument("--eval-size", type=int_in(1, 100_000), default=None,
                    help="evaluation sequences; default 64 text windows (4,096 predictions), 512 roles sequences")  # fmt: skip
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the random subsets (one stream per layer)")
@@ -112,5 +113,7 @@ def main(args) -> int:
         print(entry["box"] + "\n")
     if not args.no_plots:
         _figures(args.out, report)
-    print(f"report written to {args.out / 'report.json'} and {args.out / 'report.md'} ({report['seconds']} s)")
+    figures = "" if args.no_plots else " and a figure per model (sixes_<model>.png)"
+    print(f"report written to {args.out / 'report.json'}, {args.out / 'report.md'}{figures} in {args.out} "
+          f"({report['seconds']} s)")  # fmt: skip
     return 0

@@ -30,6 +30,10 @@ def _word(k: int) -> str:
     return {6: "six"}.get(k, f"{k}-subset")
 
 
+def _words(k: int) -> str:
+    return {6: "sixes"}.get(k, f"{k}-subsets")
+
+
 def _nats(x):
     return f"{x:+.3f}"
 
@@ -61,14 +65,20 @@ def _range(values, fmt) -> str:
 
 def outcome_lines(rows: list[LayerReasons]) -> list[str]:
     """One line per layer: a six's cost in loss and accuracy, median [its interval] (spread), against naive."""
-    lines = ["layer: loss change of a six, median [95% interval of the median] (5-95% of sixes) vs naive; accuracy "
-             "points likewise"]  # fmt: skip
+    k = rows[0].n_remove
+    lines = [f"layer: loss change of a {_word(k)}, median [95% interval of the median] (5-95% of {_words(k)}) vs naive; "
+             "accuracy points likewise"]  # fmt: skip
     for r in rows:
         d, a = r.six_dloss, r.six_dacc
         lines.append(f"  L{r.layer}: {_nats(d.median)} {_ci(d.ci)} ({_nats(d.p5)} to {_nats(d.p95)}) vs "
                      f"{_nats(r.naive_dloss)}: {r.vs_naive}; {_pts(a.median)} {_ci(a.ci, _pts)} vs "
-                     f"{_pts(r.naive_dacc)}: {r.vs_naive_acc} lost")  # fmt: skip
+                     f"{_pts(r.naive_dacc)}: {_lost(r.vs_naive_acc)}")  # fmt: skip
     return lines
+
+
+def _lost(word: str) -> str:
+    """The accuracy verdict in words: "less lost", "more lost" or "about as much lost" (an interval that straddles)."""
+    return "about as much lost" if word == "unclear" else f"{word} lost"
 
 
 def _seeds(values_by_seed, fmt) -> str:
@@ -122,18 +132,19 @@ def adapt_line(rows, seeds) -> tuple[bool, str, str]:
     if amp:
         parts.append(f"raise it in {_where(amp, rows)}")
     if not comp and not amp:
-        parts.append("no head comes after the removed ones" if all(r.heads == "none after" for r in rows)
+        parts.append("no head comes after the removed ones, so none can respond" if all(r.heads == "none after" for r in rows)
                      else "the later heads' response is unclear")  # fmt: skip
     if repair and not short:
         short = f"what follows the removed heads repairs it ({_where(repair, rows)})"
     whole = max(rows, key=lambda r: abs(r.indirect.median))
     one = rows[0].num_layers == 1
     word = "repairs" if repair else "amplifies" if ampl else "leaves unclear"
-    repaired = ("self-repair in McGrath et al.'s sense (total below direct) in " + _where(repair, rows) if repair
-                else "no self-repair in McGrath et al.'s sense (total below direct)")  # fmt: skip
+    repaired = ("self-repair in McGrath et al.'s sense (the total below the direct effect) in " + _where(repair, rows)
+                if repair else "so no self-repair in McGrath et al.'s sense, which needs the total below the direct "
+                "effect")  # fmt: skip
     after = ("the feed-forward layer after the heads (with its LayerNorm)" if one else
              "everything after the removed heads together (heads, feed-forward layers, LayerNorms)")  # fmt: skip
-    parts.append(f"But {after} {word} the removal in "
+    parts.append(f"{'But ' if comp or amp else 'What does respond: '}{after} {word} the removal in "
                  f"{_where(repair or ampl, rows)}: the cost minus its direct effect (the cost if nothing after the "
                  f"removed heads changed) is {_nats(whole.indirect.median)} {_ci(whole.indirect.ci)} in layer "
                  f"{whole.layer}; {repaired}")  # fmt: skip
@@ -203,15 +214,19 @@ def _join(parts: list[str]) -> str:
 def anchor_line(rows: list[LayerReasons], measurement: dict) -> str:
     """Which reading of "expected" the box uses, why, and the no-attention anchors beside it."""
     r = rows[0]
-    text = (f'"Expected" (naive): half the cost of zeroing all twelve heads of the layer ({_nats(2 * r.naive_dloss)} in '
-            f"layer {r.layer}; replacing them by their mean output instead costs {_nats(2 * r.mean_anchor_dloss)})")  # fmt: skip
+    share = "half" if 2 * r.n_remove == r.num_heads else f"{r.n_remove}/{r.num_heads} of"
+    whole = r.naive_dloss * r.num_heads / r.n_remove
+    mean = r.mean_anchor_dloss * r.num_heads / r.n_remove
+    text = (f'"Expected" (naive): {share} the cost of zeroing all {r.num_heads} heads of the layer ({_nats(whole)} in '
+            f"layer {r.layer}; replacing them by their mean output instead costs {_nats(mean)})")  # fmt: skip
     ngram = measurement.get("ngram")
     if ngram:
         gap = ngram["bigram"]["loss"] - measurement["baseline"]["loss"]
-        word = side(r.six_dloss.ci, gap / 2, "less than", "more than").replace("unclear", "about")
+        word = side(r.six_dloss.ci, gap * r.n_remove / r.num_heads, "less than", "more than")
+        word = "about" if word == "unclear" else word
         text += (f". A bigram model, which uses no attention at all, is {_nats(gap)} worse than the full model; where "
-                 f"zeroing a layer costs more than that, the naive reading is set too high. Against half the bigram's "
-                 f"gap, a layer-{r.layer} six costs {word.replace('than', 'too') if word == 'less than' else word}")  # fmt: skip
+                 f"zeroing a layer costs more than that, the naive reading is set too high. A layer-{r.layer} "
+                 f"{_word(r.n_remove)} costs {word} {share} the bigram's gap as well")  # fmt: skip
     return text + "."
 
 

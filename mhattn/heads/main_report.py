@@ -60,6 +60,7 @@ def report_markdown(report: dict) -> str:
     parts = ["# mhattn prune\n", f"{report['question']}\n"]
     for stem, entry in report["models"].items():
         parts += [f"## {stem}\n", "```\n" + entry["box"] + "\n```\n"]
-    parts.append(f"{report['seconds']} s in all. What each line measures, the intervals and every key of report.json: "
+    parts.append(f"{report['seconds']} s in all. Each model's figure is `sixes_<model>.png` beside this file (without "
+                 "--no-plots). What each line measures, the intervals and every key of report.json: "
                  "docs/prune_report.md (the course site's page \"The pruning experiment\").\n")  # fmt: skip
     return "\n".join(parts)

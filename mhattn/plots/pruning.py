@@ -141,13 +141,15 @@ def sixes_figure(name, measurement, rows):
         left.axvspan(*r.six_dloss.ci, color="tab:blue", alpha=0.3, label=f"median {r.six_dloss.median:+.3f} (95% interval)")
         left.axvline(r.naive_dloss, color="tab:red", ls=":", label=f"naive {r.naive_dloss:+.3f}")
         left.set_ylabel(f"layer {r.layer}\nsixes")
-        left.legend(fontsize=7)
+        left.legend(fontsize=7, loc="upper right")
         if r.pair_ratio is not None:
             whole = layer["all"]["total"]["dloss"]
             right.hist((d[0::2] + d[1::2]) / whole, bins=20, color="tab:green")
             right.axvline(1.0, color="k", lw=0.8)
         right.set_ylabel("pairs")
     axes[-1, 0].set_xlabel("loss change when six heads of the layer are removed (nats)")
-    axes[-1, 1].set_xlabel("(cost of S + cost of its complement) / cost of all twelve")
+    axes[-1, 1].set_xlabel("(S + complement) / all twelve")
+    for ax in axes[:, 1]:
+        ax.yaxis.get_major_locator().set_params(integer=True)
     fig.suptitle(name)
     return fig
