@@ -19,7 +19,7 @@
 * :mod:`~mhattn.heads.scratch`: a 6-head model trained from scratch against 12 heads pruned to 6 and fine-tuned.
 """
 
-from mhattn.heads.box import QUESTION, model_box
+from mhattn.heads.box import model_box
 from mhattn.heads.expectation import additive_expectation, naive_expectation, subset_sums
 from mhattn.heads.importance import ablation_deltas, head_importance, masked_eval, spearman
 from mhattn.heads.mask_eval import HeadMaskEvaluator
@@ -36,7 +36,6 @@ __all__ = [
     "PruneSettings",
     "additive_expectation",
     "LayerReasons",
-    "QUESTION",
     "SixesSettings",
     "layer_reasons",
     "measure_half",

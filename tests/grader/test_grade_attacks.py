@@ -148,9 +148,10 @@ def test_without_a_sandbox_a_changed_startup_file_is_reported(tmp_path):
 
 
 def _stopped_or_reported(row: dict, path) -> bool:
-    """0 points, and why: as root the write was refused (the worker runs as an unprivileged user), else it is named."""
+    """0 points, and why: as root the write was refused (the worker runs as an unprivileged user, and in plain mode in a
+    mount namespace where the installed packages may be read-only), else it is named."""
     if os.geteuid() == 0:
-        return row["points"] == 0 and "PermissionError" in row["reason"]
+        return row["points"] == 0 and ("PermissionError" in row["reason"] or "Read-only file system" in row["reason"])
     return row["points"] == 0 and f"changed {path} while it was graded" in row["reason"]
 
 
