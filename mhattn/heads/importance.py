@@ -68,11 +68,13 @@ def mean_head_outputs(model, ids, batch_size=512):
 
 def mean_ablation_params(model, layer, head, means):
     """Parameters in which head ``(layer, head)``'s output is its mean: zero it with ξ and
-    add ``mean @ W_o[rows of that head]`` to ``b_o`` (the constant it would contribute)."""
+    add ``mean @ W_o[rows of that head]`` to ``b_o`` (the constant it would contribute). ``head``: one head, or an
+    iterable of heads of ``layer`` whose constants are all added (the whole layer: ``range(h)``)."""
     d_k = model.cfg.d_model // model.cfg.num_heads
     pre = f"blocks.{layer}.attn."
     W_o = to_numpy(model.params[pre + "W_o"])
-    shift = means[layer, head] @ W_o[head * d_k : (head + 1) * d_k]  # (d_model,)
+    heads = [head] if np.ndim(head) == 0 and not hasattr(head, "__iter__") else list(head)
+    shift = sum(means[layer, j] @ W_o[j * d_k : (j + 1) * d_k] for j in heads)  # (d_model,)
     params = dict(model.params)
     params[pre + "b_o"] = model.place(to_numpy(model.params[pre + "b_o"]) + shift, dtype="params")
     return params

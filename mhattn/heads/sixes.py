@@ -25,9 +25,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from mhattn.heads.effects import EFFECTS
-from mhattn.heads.importance import mean_head_outputs
+from mhattn.heads.importance import mean_ablation_params, mean_head_outputs
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.nn.device import host_dtype
+from mhattn.training.textdata import bigram_logprobs
 
 LEVELS = EFFECTS  # ("total", "heads-only", "direct")
 
@@ -64,19 +65,6 @@ def draw_subsets(h: int, k: int, n: int, rng) -> tuple[list[list[int]], bool]:
         raise ValueError(f"n_subsets must be at least 1, got {n}")
     pick = range(len(every)) if n >= len(every) else sorted(rng.choice(len(every), n, replace=False))
     return [every[i] for i in pick], False
-
-
-def layer_mean_params(model, layer, means):
-    """Parameters in which every head of ``layer`` outputs its mean over the data (with ξ = 0 for the layer):
-    ``b_o`` shifted by ``Σ_j mean_j W_o[rows of j]`` ``(d_model,)``."""
-    from mhattn.backend import to_numpy
-
-    pre = f"blocks.{layer}.attn."
-    W_o = to_numpy(model.params[pre + "W_o"])  # (d_model, d_model)
-    shift = np.reshape(means[layer], -1) @ W_o  # (h * d_k,) @ (d_model, d_model): the concat of the means
-    params = dict(model.params)
-    params[pre + "b_o"] = model.place(to_numpy(model.params[pre + "b_o"]) + shift, dtype="params")
-    return params
 
 
 def eval_size_for(task, settings: SixesSettings) -> int:
@@ -129,7 +117,7 @@ def measure_layer(model, ev, layer, settings: SixesSettings, means=None, tick=No
     single = [_levels(ev, mask_of([j]), base, last) for j in range(h)]
     whole = _levels(ev, mask_of(list(range(h))), base, last)
     if means is not None:
-        whole["mean"] = _change(ev.evaluate(mask_of(list(range(h))), layer_mean_params(model, layer, means)), base)
+        whole["mean"] = _change(ev.evaluate(mask_of(list(range(h))), mean_ablation_params(model, layer, range(h), means)), base)
     sixes = []
     for s in subsets:
         sixes.append(_levels(ev, mask_of(s), base, last))
@@ -152,11 +140,9 @@ def ngram_anchors(task, ids, targets) -> dict | None:
         return None
     V = task.vocab_size
     uni = np.bincount(train, minlength=V) + 1.0  # add-one smoothed counts
-    big = np.ones((V, V))
-    np.add.at(big, (train[:-1], train[1:]), 1.0)
     y = np.asarray(targets[0])
     out = {}
-    for name, logp in (("unigram", np.log(uni / uni.sum())[None, :]), ("bigram", np.log(big / big.sum(1, keepdims=True)))):
+    for name, logp in (("unigram", np.log(uni / uni.sum())[None, :]), ("bigram", bigram_logprobs(train, V))):
         rows = logp[np.zeros_like(ids) if name == "unigram" else ids]  # (N, T, V)
         out[name] = {"loss": float(-np.take_along_axis(rows, y[..., None], -1).mean()),
                      "acc": float((rows.argmax(-1) == y).mean())}  # fmt: skip

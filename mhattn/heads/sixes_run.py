@@ -8,8 +8,6 @@ The numbers do not depend on ``jobs``: each evaluation is the same sequence of c
 
 from __future__ import annotations
 
-import shutil
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,25 +16,8 @@ from threadpoolctl import threadpool_limits
 
 from mhattn.heads.sixes import SixesSettings, evaluator_for, header, measure_layer, subsets_count
 from mhattn.training.checkpoint import load_checkpoint
+from mhattn.training.loop import progress_bar
 from mhattn.training.tasks import task_from_meta
-
-
-def _bar(total, enabled):
-    """A text bar on stderr that shows whether stderr is a terminal, a pipe or a file (tqdm), or one that does
-    nothing (``enabled`` False, or tqdm not installed)."""
-    from mhattn.training.loop import progress_bar
-
-    if not enabled:
-        return progress_bar(total, False)
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return progress_bar(total, False)
-    # a terminal that reports no size (a bare pty: 0 x 0) gets no bar at all from tqdm, which then thinks the bar's
-    # line is off the screen: take 80 x 24 there
-    size = shutil.get_terminal_size((80, 24))
-    return tqdm(total=total, desc="sixes evaluated", unit="subset", file=sys.stderr, mininterval=0.5, leave=False,
-                ncols=min(size.columns or 80, 100), nrows=size.lines or 24)  # fmt: skip
 
 
 def run_sixes(names, settings: SixesSettings | None = None, jobs: int = 2, progress: bool = True) -> dict:
@@ -54,7 +35,8 @@ def run_sixes(names, settings: SixesSettings | None = None, jobs: int = 2, progr
     work = [(stem, layer) for stem, (m, _) in models.items() for layer in range(m.cfg.num_layers)]
     total = sum(subsets_count(m.cfg.num_heads, s.n_remove, s.n_subsets) for m, _ in models.values()
                 for _ in range(m.cfg.num_layers))  # fmt: skip
-    bar, lock = _bar(total, progress), threading.Lock()
+    bar = progress_bar(total, "text" if progress else False, desc="sixes evaluated", unit="subset")
+    lock = threading.Lock()
 
     def tick():
         with lock:

@@ -13,6 +13,7 @@ only scalars (the loss, the accuracy) come back.
 from __future__ import annotations
 
 import math
+import shutil
 import sys
 import time
 
@@ -200,16 +201,31 @@ def progress_bar(total, enabled=True, desc="train", unit="step"):
     """A tqdm bar when asked for and installed (the ``course`` extra); otherwise one that does nothing.
 
     Args:
-        enabled: True (tqdm.auto: a widget in notebooks, text elsewhere), False (no bar) or
-            None (a text bar on stderr only when stderr is a terminal: tqdm's ``disable=None``).
+        enabled: True (tqdm.auto: a widget in notebooks, text elsewhere), False (no bar), None (a text bar on
+            stderr only when stderr is a terminal: tqdm's ``disable=None``) or ``"text"`` (a text bar on stderr
+            whether it is a terminal, a pipe or a file, for a long command whose output is piped).
     """
     if enabled is False:
         return _NoBar()
     try:
-        if enabled is None:
+        if enabled is None or enabled == "text":
             from tqdm import tqdm
 
-            return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=None, leave=False, position=BAR_POSITION)
+            # a terminal that reports no size (a bare pty: 0 x 0) gets no bar at all from tqdm, which then takes the
+            # bar's line to be off the screen: 80 x 24 there
+            size = shutil.get_terminal_size((80, 24))
+            shape = {"ncols": min(size.columns or 80, 100), "nrows": size.lines or 24}
+            return tqdm(
+                total=total,
+                desc=desc,
+                unit=unit,
+                file=sys.stderr,
+                disable=None if enabled is None else False,
+                leave=False,
+                position=BAR_POSITION,
+                mininterval=0.1 if enabled is None else 0.5,
+                **shape,
+            )
         from tqdm.auto import tqdm
     except ImportError:
         return _NoBar()

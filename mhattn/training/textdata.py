@@ -73,6 +73,14 @@ def split_blocks(data, block=BLOCK):
     return data[~val], data[val]
 
 
+def bigram_logprobs(train, vocab_size: int, alpha: float = 1.0):
+    """``(V, V)`` float64 log P(next | previous) counted on the ``(N,)`` ids ``train``, add-``alpha`` smoothed: the
+    bigram model, which sees one character back and attends to nothing."""
+    counts = np.zeros((vocab_size, vocab_size)) + alpha
+    np.add.at(counts, (train[:-1], train[1:]), 1.0)
+    return np.log(counts / counts.sum(axis=1, keepdims=True))
+
+
 @register
 class DeepTextTask(TextTask):
     """Character-level language modelling on :func:`load_python_text` (the ``text-deep`` model's task).
@@ -101,11 +109,7 @@ class DeepTextTask(TextTask):
     def bigram_loss(self, ids, targets, alpha=1.0):
         """Validation loss (nats) of the bigram model counted on the training text, add-``alpha`` smoothed:
         ``-mean log P(target | previous character)`` over the ``(N, T)`` ``ids`` and ``targets``."""
-        V = self.vocab_size
-        counts = np.zeros((V, V)) + alpha
-        np.add.at(counts, (self.train[:-1], self.train[1:]), 1.0)
-        logp = np.log(counts / counts.sum(axis=1, keepdims=True))
-        return float(-logp[ids, targets].mean())
+        return float(-bigram_logprobs(self.train, self.vocab_size, alpha)[ids, targets].mean())
 
     def to_meta(self):
         return {"name": self.name, "seq_len": self.seq_len, "n_chars": self.n_chars, "block": self.block}

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from mhattn.heads import box, reasons
-from mhattn.heads.importance import masked_eval, mean_head_outputs
+from mhattn.heads.importance import masked_eval, mean_ablation_params, mean_head_outputs
 from mhattn.heads.main_report import shipped
 from mhattn.heads.mask_eval import HeadMaskEvaluator
-from mhattn.heads.sixes import SixesSettings, draw_subsets, layer_mean_params, measure_layer, subsets_count
+from mhattn.heads.sixes import SixesSettings, draw_subsets, measure_layer, subsets_count
 from mhattn.nn.transformer import ModelConfig, TransformerModel
 from mhattn.training.tasks import RolesTask
 
@@ -71,7 +71,7 @@ def test_a_layers_measurements_are_the_masked_models(small):
     assert r["single"]["total"]["dloss"][2] == pytest.approx(masked_eval(model, ids, targets, mask)["loss"] - base["loss"])
     mask[1, :] = 0.0
     means = mean_head_outputs(model, ids)
-    mean = masked_eval(model, ids, targets, mask, layer_mean_params(model, 1, means))
+    mean = masked_eval(model, ids, targets, mask, mean_ablation_params(model, 1, range(H), means))
     assert r["all"]["mean"]["dloss"] == pytest.approx(mean["loss"] - base["loss"], abs=1e-12)
     assert r["all"]["total"]["dloss"] == pytest.approx(masked_eval(model, ids, targets, mask)["loss"] - base["loss"])
 
