@@ -4,26 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from small_models import shaken_model
 
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.prune import PruneSettings, head_pool, run_prune
 from mhattn.heads.report import model_report
-from mhattn.nn.transformer import ModelConfig, TransformerModel
-from mhattn.training.tasks import RolesTask
 
 L, H = 3, 4
 
 
 @pytest.fixture(scope="module")
 def small():
-    """A 3-layer model of 4 heads whose heads matter (parameters shaken), its task and evaluation set."""
-    task = RolesTask(vocab_size=10, seq_len=7)
-    cfg = ModelConfig(vocab_size=10, output_sizes=task.output_sizes, d_model=16, num_heads=H, num_layers=L, d_ff=24)
-    model = TransformerModel(cfg, seed=3, dtype="float64")
-    rng = np.random.default_rng(7)
-    for p in model.params.values():
-        p += 0.3 * rng.standard_normal(p.shape)
-    return model, task
+    """A 3-layer model of 4 heads whose heads matter (parameters shaken), and its task."""
+    return shaken_model(L, H)
 
 
 def _settings(**kw):

@@ -8,14 +8,13 @@ import math
 
 import numpy as np
 import pytest
+from small_models import shaken_model
 
 from mhattn.heads import box, reasons
 from mhattn.heads.importance import masked_eval, mean_ablation_params, mean_head_outputs
 from mhattn.heads.main_report import shipped
 from mhattn.heads.mask_eval import HeadMaskEvaluator
 from mhattn.heads.sixes import SixesSettings, draw_subsets, measure_layer, subsets_count
-from mhattn.nn.transformer import ModelConfig, TransformerModel
-from mhattn.training.tasks import RolesTask
 
 L, H = 3, 4
 
@@ -23,12 +22,7 @@ L, H = 3, 4
 @pytest.fixture(scope="module")
 def small():
     """A 3-layer model of 4 heads whose heads matter (parameters shaken), its evaluation set and evaluator."""
-    task = RolesTask(vocab_size=10, seq_len=7)
-    cfg = ModelConfig(vocab_size=10, output_sizes=task.output_sizes, d_model=16, num_heads=H, num_layers=L, d_ff=24)
-    model = TransformerModel(cfg, seed=3, dtype="float64")
-    rng = np.random.default_rng(7)
-    for p in model.params.values():
-        p += 0.3 * rng.standard_normal(p.shape)
+    model, task = shaken_model(L, H)
     ids, targets = task.eval_set(24)
     return model, ids, targets, HeadMaskEvaluator(model, ids, targets)
 
