@@ -45,10 +45,11 @@
 #
 # The model is `text-deep12`: 4 layers × 12 heads, predicting the next character of Python's documentation (notebook
 # 06 introduced the loss in **nats**). In each layer, six of the twelve heads are removed at random (the other layers
-# keep all theirs), 200 times, drawn as 100 **complement pairs**: a six and the six left over. Everything is read from
+# keep all theirs), a few hundred times, drawn as **complement pairs**: a six and the six left over (the box's header
+# gives the counts). Everything is read from
 # `mhattn/data/sixes.json`, which `benchmarks/sixes_data.py` (in the repository) measured with the same code as
-# `mhattn prune`, for three training seeds; `mhattn prune` re-measures seed 0 in about a minute and prints the same
-# box.
+# `mhattn prune`, for three training seeds; `mhattn prune` re-measures seed 0 and prints the same box (its running time
+# on a 2-core machine is recorded in the repository's `benchmarks/RESULTS.md`).
 
 # %%
 import matplotlib
@@ -123,8 +124,8 @@ assert all(abs(r.mean_anchor_dloss - r.naive_dloss) < 0.2 * r.naive_dloss for r 
 #
 # A number from random sixes has more than one kind of uncertainty, and the box keeps them apart:
 #
-# - **the median's 95% interval** (in brackets): how sure we are of the *typical* six's cost, given that we drew 200
-#   of the 924 sixes (a bootstrap over the draws). It narrows as more sixes are drawn.
+# - **the median's 95% interval** (in brackets): how sure we are of the *typical* six's cost, given that we drew only
+#   some of all possible sixes (a bootstrap over the draws). It narrows as more sixes are drawn.
 # - **the spread of sixes** (5-95% of draws, in parentheses): how different one six is from another. It does not
 #   narrow with more draws; a learner removing one particular six should expect a number anywhere in it.
 # - **the seed-to-seed range**: the same model trained again from another random start. Neither interval above
@@ -278,9 +279,9 @@ for seed, m in deep.items():
 # ## Limitations
 #
 # - **A small model.** Character-level text, d_model 96 so d_k 8 per head, about half a million parameters, one
-#   evaluation set of 64 windows (4,096 predictions). BERT-base and GPT-2 also have twelve heads per layer, but with
+#   evaluation set of a few thousand predictions (the box's header gives the count). BERT-base and GPT-2 also have twelve heads per layer, but with
 #   d_k 64, twelve layers and word pieces.
-# - **Not trained to the end.** The training loss was still falling over the last quarter of the 1,000 steps (printed
+# - **Not trained to the end.** The validation loss was still falling between the last two probes of training (printed
 #   below); a longer-trained model may lean less or more on overlap.
 # - **One seed in the rows.** The box's rows are seed 0's; three seeds give the ranges, few for a spread.
 # - **What transfers.** The arithmetic does: with six of twelve, inequality cannot lower the typical six, and the
@@ -297,5 +298,6 @@ assert probes[-1][0] == 1000 and probes[-2][2] - probes[-1][2] > 0.01  # still f
 # %% [markdown]
 # **Exercises.** Exercise 10 (`exercises/ex10_random_removal.py`) computes the exact expected loss change over all
 # C(h, k) subsets, the additive reading above; exercise 9 (`exercises/ex09_head_importance.py`) Michel's importance.
-# **Try it.** `mhattn prune` re-measures the shipped 12-head model and prints this box (about a minute on two cores);
+# **Try it.** `mhattn prune` re-measures the shipped 12-head model and prints this box (its time on a 2-core
+# machine: `benchmarks/RESULTS.md` in the repository);
 # `mhattn prune --task roles` asks the one-layer toys.
