@@ -11,7 +11,7 @@ MHA step must do its matrix products, and NumPy's products are its BLAS's. So th
   recompute ``Q K^T`` in the backward: 7 attention products; the floor counts 6.)
 - **rate**: the best rate NumPy's BLAS reaches on this machine for each group of products: the fastest shape and
   layout of the group (projections separate and fused, plain and transposed operands; attention in whole heads and in
-  tiles of 256 queries by 256 to 1024 keys), each the fastest of four ways (BLAS's own threads or one BLAS thread per
+  tiles of 256 or 512 queries by 256 to 1024 keys), each the fastest of four ways (BLAS's own threads or one BLAS thread per
   core sharing the work, each as a loop of products or as one stacked ``matmul`` call), best of 7 runs;
 - **floor** = projection work / projection rate + attention work / attention rate + the softmax's ``B h T S``
   exponentials / the best exponential rate measured (each computed once, as when ``P`` is stored): the time of the
@@ -127,10 +127,10 @@ def projection_rate(N, d, pool, threads, rng) -> float:
 
 def attention_rate(B, T, dk, h, pool, threads, rng) -> float:
     """Best rate over the attention products: whole heads (``Q K^T`` and ``dP``: m T, n S, k d_k; ``P V``, ``dQ``,
-    ``dV``, ``dK``: k = T or S), and the same products cut into tiles of 256 queries by 256-1024 keys (what a tiled code
+    ``dV``, ``dK``: k = T or S), and the same products cut into tiles of 256 or 512 queries by 256-1024 keys (what a tiled code
     runs instead; they fit the cache), up to 64 distinct operands of each."""
     shapes = [((T, T, dk), B * h), ((T, dk, T), B * h)]
-    for bq, bk in ((256, 256), (256, 512), (256, 1024)):
+    for bq, bk in ((256, 256), (256, 512), (256, 1024), (512, 256), (512, 512)):
         if bq <= T and bk <= T:
             tiles = B * h * (T // bq) * (T // bk)
             shapes += [((bq, bk, dk), tiles), ((bq, dk, bk), tiles), ((bk, dk, bq), tiles)]

@@ -22,63 +22,79 @@ from mhattn.kernels import pool
 from mhattn.kernels.rows import softmax_backward, softmax_probs
 
 
-def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
-    """The steps of the forward on checked inputs, one chunk of the batch: ``(out, weights, cache)`` with
-    ``weights`` the cached array itself (the caller hands out a read-only view)."""
-    scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
-    if mask is not None:
-        # 0. keys hidden from every query are zeroed: their weight is exactly 0, and 0 * NaN would still be NaN
-        dead = dead_keys(mask)[..., None]  # (..., S, 1)
-        k, v = np.where(dead, 0.0, k), np.where(dead, 0.0, v)  # (B, h, S, d_k), (B, h, S, d_v)
-    # 1-2. similarity of every query with every key, scaled in place on the fresh GEMM result
-    scores = q @ k.mT  # (B, h, T, d_k) @ (B, h, d_k, S) -> (B, h, T, S)
+def _attend(out, weights, q, k, v, mask, scale, dropout_p=0.0, rng=None):
+    """Steps 1-5 on checked inputs for some rows of the batch: the scores, then the weights, written into
+    ``weights``, the result into ``out``. Returns ``(keep, dropped)`` (dropout's multipliers and the weights after it)."""
+    # 1-2. similarity of every query with every key, scaled in place
+    scores = np.matmul(q, k.mT, out=weights)  # (B, h, T, d_k) @ (B, h, d_k, S) -> (B, h, T, S)
     scores *= scale
     # 3. a float mask is added; a bool mask is applied inside the softmax
     bool_mask = None
     if mask is not None and mask.dtype == np.bool_:
         bool_mask = mask
     elif mask is not None:
-        scores = add_mask(scores, cast_mask(mask, scores.dtype))  # without overflow
-    weights = softmax_probs(scores, bool_mask, overwrite_input=True)  # (B, h, T, S)
+        np.copyto(scores, add_mask(scores, cast_mask(mask, scores.dtype)))  # without overflow
+    probs = softmax_probs(scores, bool_mask, overwrite_input=True)  # (B, h, T, S), in weights' memory
     # 4. dropout on the weights, rescaled by 1/(1-p) so the expectation is kept
-    keep, dropped = None, weights
+    keep, dropped = None, probs
     if dropout_p > 0.0:
-        u = uniform(np, rng, weights.shape, weights)  # (B, h, T, S) float64, the seeded host draw
-        keep = (u >= dropout_p).astype(weights.dtype) * (1.0 / (1.0 - dropout_p))  # 0 or 1/(1-p)
-        dropped = weights * keep
+        u = uniform(np, rng, probs.shape, probs)  # (B, h, T, S) float64, the seeded host draw
+        keep = (u >= dropout_p).astype(probs.dtype) * (1.0 / (1.0 - dropout_p))  # 0 or 1/(1-p)
+        dropped = probs * keep
     # 5. weighted sum of the values
-    out = dropped @ v  # (B, h, T, S) @ (B, h, S, d_v) -> (B, h, T, d_v)
+    np.matmul(dropped, v, out=out)  # (B, h, T, S) @ (B, h, S, d_v) -> (B, h, T, d_v)
+    return keep, dropped
+
+
+def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
+    """The forward's steps on checked inputs: ``(out, weights, cache)`` with ``weights`` the cached array itself (the
+    caller hands out a read-only view). Inside a pooled call the batch's chunks run on the pool, each writing its rows
+    of ``out`` and ``weights``; with dropout one call (the draw stays one sequence)."""
+    scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
+    if mask is not None:
+        # 0. keys hidden from every query are zeroed: their weight is exactly 0, and 0 * NaN would still be NaN
+        dead = dead_keys(mask)[..., None]  # (..., S, 1)
+        k, v = np.where(dead, 0.0, k), np.where(dead, 0.0, v)  # (B, h, S, d_k), (B, h, S, d_v)
+    out = np.empty((*q.shape[:-1], v.shape[-1]), dtype=np.result_type(q, v))  # (B, h, T, d_v)
+    weights = np.empty((*q.shape[:-1], k.shape[-2]), dtype=np.result_type(q, k))  # (B, h, T, S)
+    if dropout_p > 0.0:
+        keep, dropped = _attend(out, weights, q, k, v, mask, scale, dropout_p, rng)
+    else:
+        keep, dropped = None, weights
+        pool.by_batch(_attend, (out, weights), q, k, v, mask, scale)
     return out, weights, AttentionCache(q, k, v, scale, SoftmaxCache(weights), keep, dropped)
 
 
 def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
     """:func:`mhattn.functional.attention.scaled_dot_product_attention_forward` on NumPy: the same arguments, checks
-    and results (``weights`` read-only), chunked by batch inside a pooled call (one call with dropout: the draw
-    stays one sequence)."""
+    and results (``weights`` read-only), chunked by batch inside a pooled call."""
     check_attention_call(q, k, v, mask, dropout_p, rng)
-    out, weights, cache = pool.by_batch(attend, q, k, v, mask, dropout_p, rng, serial=dropout_p > 0)
+    out, weights, cache = attend(q, k, v, mask, dropout_p, rng)
     return out, read_only(weights), cache
 
 
-def attend_backward(dout, cache: AttentionCache):
-    """The steps of the backward on one chunk of the batch: ``(dq, dk, dv)``."""
+def _attend_backward(dq, dk, dv, dout, cache: AttentionCache):
+    """The backward's steps for some rows of the batch, written into ``dq``, ``dk``, ``dv``."""
     q, k, v, scale, sm_cache, keep, dropped, _ = cache  # the engine never broadcasts: no shapes to sum back to
     # step 5 was: out = dropped @ v
-    ddropped = dout @ v.mT  # (B, h, T, d_v) @ (B, h, d_v, S) -> (B, h, T, S)
-    dv = dropped.mT @ dout  # (B, h, S, T) @ (B, h, T, d_v) -> (B, h, S, d_v)
+    ddropped = dout @ v.mT  # (B, h, T, d_v) @ (B, h, d_v, S) -> (B, h, T, S), our own array
+    np.matmul(dropped.mT, dout, out=dv)  # (B, h, S, T) @ (B, h, T, d_v) -> (B, h, S, d_v)
     # step 4 was: dropout -> the same kept entries, the same rescaling
-    dweights = ddropped * keep if keep is not None else ddropped
+    if keep is not None:
+        ddropped *= keep
     # step 3 was: mask + softmax -> masked entries get zero gradient
-    dscores = softmax_backward(dweights, sm_cache)  # (B, h, T, S), our own array
+    dscores = softmax_backward(ddropped, sm_cache, overwrite_input=True)  # (B, h, T, S)
     # step 2 was: * scale, in place
     dscores *= scale
     # step 1 was: q @ k^T
-    dq = dscores @ k  # (B, h, T, S) @ (B, h, S, d_k) -> (B, h, T, d_k)
-    dk = dscores.mT @ q  # (B, h, S, T) @ (B, h, T, d_k) -> (B, h, S, d_k)
-    return dq, dk, dv
+    np.matmul(dscores, k, out=dq)  # (B, h, T, S) @ (B, h, S, d_k) -> (B, h, T, d_k)
+    np.matmul(dscores.mT, q, out=dk)  # (B, h, S, T) @ (B, h, T, d_k) -> (B, h, S, d_k)
 
 
 def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
     """:func:`mhattn.functional.attention.scaled_dot_product_attention_backward` on NumPy: ``(dq, dk, dv)``,
     chunked by batch inside a pooled call."""
-    return pool.by_batch(attend_backward, dout, cache)
+    dtype = np.result_type(dout, cache.q)
+    dq, dk, dv = (np.empty(a.shape, dtype=dtype) for a in (cache.q, cache.k, cache.v))
+    pool.by_batch(_attend_backward, (dq, dk, dv), dout, cache)
+    return dq, dk, dv

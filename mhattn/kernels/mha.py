@@ -33,9 +33,7 @@ def work(query, key, d_model) -> int:
 
 def linear_forward(x, W, b=None):
     """:func:`mhattn.functional.linear.linear_forward` on checked NumPy arrays, the GEMM split over the pool."""
-    out = pool.matmul(x.reshape(-1, x.shape[-1]), W)  # (N, d_in) @ (d_in, d_out) -> (N, d_out)
-    if b is not None:
-        out += b
+    out = pool.matmul(x.reshape(-1, x.shape[-1]), W, bias=b)  # (N, d_in) @ (d_in, d_out) + (d_out,) -> (N, d_out)
     return out.reshape(*x.shape[:-1], W.shape[1]), LinearCache(x, W, b is not None)  # (..., d_out)
 
 
@@ -52,13 +50,13 @@ def linear_backward(dout, cache: LinearCache):
 def _split(x, h):
     """``(B, L, d_model)`` -> ``(B, h, L, d_k)``, each head's rows contiguous (one copy)."""
     B, L, d_model = x.shape
-    return np.ascontiguousarray(x.reshape(B, L, h, d_model // h).transpose(0, 2, 1, 3))  # (B, h, L, d_k)
+    return pool.contiguous(x.reshape(B, L, h, d_model // h).transpose(0, 2, 1, 3))  # (B, h, L, d_k)
 
 
 def _combine(x):
     """``(B, h, T, d_k)`` -> ``(B, T, h d_k)`` (one copy)."""
     B, h, T, d_k = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(B, T, h * d_k)  # (B, T, d_model)
+    return pool.contiguous(x.transpose(0, 2, 1, 3)).reshape(B, T, h * d_k)  # (B, T, d_model)
 
 
 def _project_qkv(query, key, value, params):
@@ -92,7 +90,7 @@ def multi_head_attention_forward(
         if tiled:  # 3.
             (heads, _, att), weights = tiled_attention.tiled_attention_forward(q, k, v, mask, causal=is_causal), None
         else:
-            heads, weights, att = pool.by_batch(attention.attend, q, k, v, mask, dropout_p, rng, serial=dropout_p > 0)
+            heads, weights, att = attention.attend(q, k, v, mask, dropout_p, rng)
         masked = heads if head_mask is None else heads * head_mask[..., None, None]  # 4. (B, h, T, d_k)
         out, out_proj = linear_forward(_combine(masked), params["W_o"], params.get("b_o"))  # 5-6. (B, T, d_model)
     weights = None if weights is None else read_only(weights)

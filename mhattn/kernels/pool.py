@@ -7,7 +7,8 @@ machine, issue 28). So a large call takes *one* model (:func:`pooled`): BLAS at 
 
 - a 2-D GEMM ``(M, K) @ (K, N)`` in row blocks of ``M`` (or column blocks of ``N`` when ``N > M``), a batched
   one by its leading axis (:func:`matmul`, which the engine's steps call by name: nothing else's ``matmul`` changes);
-- plain attention's forward and backward in chunks of the batch, softmax passes included (:func:`by_batch`);
+- plain attention's forward and backward in chunks of the batch, softmax passes included, each chunk writing its
+  rows of the outputs (:func:`by_batch`); the heads' layout copies in blocks (:func:`contiguous`);
 - tiled attention's (batch, head) items (:func:`run_items`), with tiles sized to the L2 cache (:func:`plan_blocks`).
 
 The pool never exceeds the limit the user set (:func:`thread_budget`): threadpoolctl's current BLAS limit
@@ -28,6 +29,7 @@ import numpy as np
 
 MIN_CALL_WORK = 2**24  # multiply-adds of a call below which it runs as it is (thread hand-offs cost ~50 µs)
 MIN_GEMM_WORK = 2**20  # multiply-adds of one GEMM below which it is not split
+MIN_COPY = 2**16  # elements of a layout copy below which it is not split
 _ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 _POOLS = {}  # workers -> ThreadPoolExecutor, made once and kept (another call may be using it)
 _CONTROLLER = []  # [threadpoolctl.ThreadpoolController], made once: a scan of the loaded libraries costs 1-30 ms
@@ -141,26 +143,21 @@ def _blocks(size, n):
     return [(i, min(i + step, size)) for i in range(0, size, step)]
 
 
-def by_batch(step, *args, serial=False):
-    """``step(*args)``; inside a pooled NumPy call, on chunks of the batch (the leading axis of ``args[0]``) over the
-    pool, the chunks' results joined on that axis. An argument is cut when it is a NumPy array (or a named tuple of
-    them) of ``args[0]``'s rank and batch; others (a ``(T, S)`` mask, a scale, a generator) go whole to every chunk.
-    ``serial``: one call (dropout draws one sequence in order). Chunks run the same GEMMs under the caller's
-    ``np.errstate``: results equal the serial call's. Joining copies each result once (the forward briefly holds its
-    weights twice, under the backward's own peak: a plain B2 T1024 step's traced peak is unchanged, 233 MiB)."""
+def by_batch(step, outs, *args):
+    """``step(*outs, *args)``, which writes its results into ``outs``; inside a pooled NumPy call, on chunks of the
+    batch (the leading axis of ``args[0]``) over the pool, each chunk writing its rows of ``outs`` (arrays of that
+    batch), so nothing is joined or copied after. An argument is cut when it is a NumPy array (or a named tuple of
+    them) of ``args[0]``'s rank and batch; others (a ``(T, S)`` mask, a scale) go whole to every chunk. Chunks run the
+    same GEMMs under the caller's ``np.errstate``: results equal the one call's. Returns ``step``'s result for one
+    call, else None."""
     n = getattr(_local, "workers", 0)
-    if n < 2 or serial or type(args[0]) is not np.ndarray or args[0].ndim < 1 or args[0].shape[0] < 2:
-        return step(*args)  # a small call pays this test only
+    if n < 2 or type(args[0]) is not np.ndarray or args[0].ndim < 1 or args[0].shape[0] < 2:
+        return step(*outs, *args)  # a small call pays this test only
     B, ndim = args[0].shape[0], args[0].ndim
-    cut = [tuple(_cut(a, slice(i, j), B, ndim) for a in args) for i, j in _blocks(B, min(n, B))]
-    parts, contexts = [None] * len(cut), [contextvars.copy_context() for _ in cut]  # the caller's np.errstate too
-
-    def job(c):
-        parts[c] = contexts[c].run(step, *cut[c])
-
-    _map(job, range(len(cut)), n)
-    seen = {id(cut[0][i]): a for i, a in enumerate(args)}  # a chunk's own input kept in its result: the whole input
-    return _join(parts, seen)
+    cut = [(*(o[i:j] for o in outs), *(_cut(a, slice(i, j), B, ndim) for a in args)) for i, j in _blocks(B, min(n, B))]
+    contexts = [contextvars.copy_context() for _ in cut]  # the caller's np.errstate too
+    _map(lambda c: contexts[c].run(step, *cut[c]), range(len(cut)), n)
+    return None
 
 
 def _cut(a, rows, batch, ndim):
@@ -173,43 +170,52 @@ def _cut(a, rows, batch, ndim):
     return a
 
 
-def _join(parts, seen):
-    """The chunks' results as one: arrays concatenated (a shared one once), tuples by field, others the first's."""
-    first = parts[0]
-    if id(first) in seen:
-        return seen[id(first)]
-    if type(first) is np.ndarray and first.ndim >= 1:
-        joined = np.concatenate(parts, axis=0)
-    elif isinstance(first, tuple):
-        fields = [_join([p[i] for p in parts], seen) for i in range(len(first))]
-        joined = type(first)(*fields) if hasattr(first, "_fields") else tuple(fields)
-    else:
-        joined = first
-    seen[id(first)] = joined
-    return joined
-
-
-def matmul(a, b, /, **kwargs):
-    """``numpy.matmul(a, b)``; inside a pooled call a large GEMM is split into row (or column) blocks, a batched
-    one by its leading axis, each block's product written into its part of one output array."""
+def contiguous(view):
+    """``np.ascontiguousarray(view)``; inside a pooled call a large copy (a head split or combine) is made in blocks
+    of the leading axis (or of the next one, when the leading one is shorter than the pool) over the pool."""
     n = workers()
-    if not n or kwargs or type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim < 2 or b.ndim < 2:
-        return np.matmul(a, b, **kwargs)
-    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
-    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    if int(np.prod(lead, dtype=np.int64)) * M * K * N < MIN_GEMM_WORK:
-        return np.matmul(a, b)
-    out = np.empty((*lead, M, N), dtype=np.result_type(a, b))
-    if lead and a.ndim == b.ndim and a.shape[0] == b.shape[0] == lead[0] >= n:  # by the leading (batch) axis
-        parts = [(slice(i, j), slice(i, j), (slice(i, j),)) for i, j in _blocks(lead[0], n)]
-    elif M >= N:  # by rows of a
-        parts = [((..., slice(i, j), slice(None)), slice(None), (..., slice(i, j), slice(None))) for i, j in _blocks(M, n)]
-    else:  # by columns of b
-        parts = [(slice(None), (..., slice(i, j)), (..., slice(i, j))) for i, j in _blocks(N, n)]
-    _map(lambda p: np.matmul(a[p[0]], b[p[1]], out=out[p[2]]), parts, n)
+    if not n or type(view) is not np.ndarray or view.ndim < 2 or view.size < MIN_COPY or view.flags.c_contiguous:
+        return np.ascontiguousarray(view)
+    out = np.empty(view.shape, dtype=view.dtype)
+    axis = 0 if view.shape[0] >= n else 1
+    parts = [(slice(None),) * axis + (slice(i, j),) for i, j in _blocks(view.shape[axis], n)]
+    _map(lambda p: np.copyto(out[p], view[p]), parts, n)
     return out
 
 
+def matmul(a, b, /, *, bias=None):
+    """``a @ b`` (plus ``bias``, broadcast over its rows, when given); inside a pooled call a large GEMM is split into
+    row (or column) blocks, a batched one by its leading axis, each block's product (and bias) written into its part
+    of one output array while the block is still in the cache."""
+    n = workers()
+    if not n or type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim < 2 or b.ndim < 2:
+        return _plus(np.matmul(a, b), bias)
+    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if int(np.prod(lead, dtype=np.int64)) * M * K * N < MIN_GEMM_WORK:
+        return _plus(np.matmul(a, b), bias)
+    out = np.empty((*lead, M, N), dtype=np.result_type(a, b))
+    whole = slice(None)
+    if lead and a.ndim == b.ndim and a.shape[0] == b.shape[0] == lead[0] >= n:  # by the leading (batch) axis
+        parts = [(slice(i, j), slice(i, j), (slice(i, j),), whole) for i, j in _blocks(lead[0], n)]
+    elif M >= N:  # by rows of a
+        parts = [((..., slice(i, j), whole), whole, (..., slice(i, j), whole), whole) for i, j in _blocks(M, n)]
+    else:  # by columns of b
+        parts = [(whole, (..., slice(i, j)), (..., slice(i, j)), slice(i, j)) for i, j in _blocks(N, n)]
+    _map(lambda p: _plus(np.matmul(a[p[0]], b[p[1]], out=out[p[2]]), None if bias is None else bias[..., p[3]]), parts, n)
+    return out
+
+
+def _plus(out, bias):
+    """``out += bias`` (when given); returns ``out``."""
+    if bias is not None:
+        out += bias
+    return out
+
+
+# queries per block of the tiled path: 512 x 256 tiles ran 4-8% faster than 256 x 512 at B1 T2048 and B2 T1024 on a
+# 2-core EPYC with 1 MiB of L2 (fresh processes, benchmarks/RESULTS.md): fewer dK/dV accumulations per key tile
+BLOCK_Q = 512
 L2_FALLBACK = 1 << 20  # bytes: when the OS does not say (not Linux, no sysfs), assume 1 MiB of L2 per core
 _L2 = []
 
@@ -238,15 +244,15 @@ def l2_bytes() -> int:
 def plan_blocks(q, S, block_q, block_k, n):
     """Default tile sizes and thread count for the engine's tiled attention on ``q`` ``(B, h, T, d)`` over ``S`` keys.
 
-    Query blocks of 256 and key tiles of ``bk`` keys with one ``(256, bk)`` score tile at most half the
-    L2 (:func:`l2_bytes`; the other half holds the K and V tiles and the dS buffer), a power of two from 128 to
-    1024: 512 keys for 1 MiB of L2 in float32, 1024 for 2 MiB; at most ``S``. Threads: :func:`thread_budget`, at most
+    Query blocks of :data:`BLOCK_Q` and key tiles of ``bk`` keys with one ``(BLOCK_Q, bk)`` score tile at most half
+    the L2 (:func:`l2_bytes`; the other half holds the K and V tiles and the dS buffer), a power of two from 64 to
+    1024: 256 keys for 1 MiB of L2 in float32, 512 for 2 MiB; at most ``S``. Threads: :func:`thread_budget`, at most
     ``B*h``. Sizes given (not None) are kept.
     """
     n = max(1, min(thread_budget(), q.shape[0] * q.shape[1])) if n is None else n
     if block_k is None:
-        block_k = 128
-        while block_k < 1024 and 256 * 2 * block_k * q.dtype.itemsize <= l2_bytes() // 2:
+        block_k = 64
+        while block_k < 1024 and BLOCK_Q * 2 * block_k * q.dtype.itemsize <= l2_bytes() // 2:
             block_k *= 2
         block_k = min(S, block_k)
-    return 256 if block_q is None else block_q, block_k, n
+    return BLOCK_Q if block_q is None else block_q, block_k, n

@@ -55,12 +55,11 @@ def max_last(z):
 
 def softmax_probs(scores, mask=None, *, overwrite_input=False):
     """The steps of :func:`softmax_forward` on checked inputs: ``probs`` ``(..., S)``, writable, in ``scores``'
-    memory when ``overwrite_input`` (the caller owns it) and no mask."""
+    memory when ``overwrite_input`` (the caller owns it)."""
     # 1. masked entries are replaced by -inf, so exp gives exactly 0
+    z = scores if overwrite_input else scores.copy()
     if mask is not None:
-        z = np.where(mask, -np.inf, scores)  # a Python float keeps scores' dtype
-    else:
-        z = scores if overwrite_input else scores.copy()
+        np.copyto(z, -np.inf, where=mask)  # mask broadcasts to z
     # 2. subtract the row maximum (a row that is all -inf uses 0 instead)
     m = max_last(z)  # (..., 1)
     z -= np.where(np.isfinite(m), m, 0.0)
@@ -79,10 +78,11 @@ def softmax_forward(scores, mask=None):
     return read_only(probs), SoftmaxCache(probs)
 
 
-def softmax_backward(dprobs, cache: SoftmaxCache):
-    """:func:`mhattn.functional.softmax.softmax_backward` on NumPy: ``dz = p * (dp - sum(dp * p))``, a fresh array."""
+def softmax_backward(dprobs, cache: SoftmaxCache, *, overwrite_input=False):
+    """:func:`mhattn.functional.softmax.softmax_backward` on NumPy: ``dz = p * (dp - sum(dp * p))``, a fresh array,
+    or ``dprobs`` itself when ``overwrite_input`` (the caller owns it)."""
     p = cache.probs
     dot = sum_last(dprobs * p)  # (..., 1)
-    dz = dprobs - dot
+    dz = np.subtract(dprobs, dot, out=dprobs if overwrite_input else None)
     dz *= p
     return dz

@@ -4,8 +4,8 @@
 rounding; ``tests/lib/test_engine.py``) the way a 2-core CPU runs fastest:
 
 - each (batch, head) pair is one work item on the engine's pool of threads, BLAS at one thread (:mod:`.pool`);
-- tiles sized from one core's L2 (:func:`mhattn.kernels.pool.plan_blocks`): query blocks of 256, a ``(256,
-  block_k)`` score tile at most half the L2, so 512 keys for 1 MiB of L2 in float32, 1024 for 2 MiB (full rows at
+- tiles sized from one core's L2 (:func:`mhattn.kernels.pool.plan_blocks`): query blocks of 512, a ``(512,
+  block_k)`` score tile at most half the L2, so 256 keys for 1 MiB of L2 in float32, 512 for 2 MiB (full rows at
   S = 2048 ran ~18% slower, benchmarks/RESULTS.md);
 - each item's tile buffers made once and written in place (:mod:`.tiles`);
 - a query block whose scores are all small skips the running max (:func:`mhattn.kernels.tiles.shift_free`): any
@@ -138,7 +138,7 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
         mask: bool (True = not allowed) or float (added; cast to ``q``'s dtype), broadcastable to ``(B, h, T, S)``;
             or ``None``.
         causal: also mask key s > query t (fully masked tiles are skipped).
-        block_q: queries per block (default 256).
+        block_q: queries per block (default :data:`mhattn.kernels.pool.BLOCK_Q`, 512).
         block_k: keys per tile (default from the L2 size, see above, at most S; fewer than S runs the online softmax
             across tiles).
         workers: threads (default: :func:`mhattn.kernels.pool.thread_budget`, at most B*h).

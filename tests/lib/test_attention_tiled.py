@@ -206,14 +206,14 @@ def test_the_generic_branch_gives_the_numpy_numbers(backend, kind, causal):
 
 @pytest.mark.parametrize(
     ("l2", "dtype", "S", "block_k"),
-    [(2 << 20, np.float32, 40, 40), (2 << 20, np.float32, 4096, 1024), (1 << 20, np.float32, 4096, 512),
-     (1 << 20, np.float32, 300, 300), (1 << 20, np.float64, 4096, 256), (256 << 10, np.float32, 4096, 128)],
+    [(2 << 20, np.float32, 40, 40), (2 << 20, np.float32, 4096, 512), (1 << 20, np.float32, 4096, 256),
+     (1 << 20, np.float32, 200, 200), (1 << 20, np.float64, 4096, 128), (256 << 10, np.float32, 4096, 64)],
 )  # fmt: skip
 def test_numpy_default_key_tile_fills_half_the_l2_at_most(monkeypatch, l2, dtype, S, block_k):
-    """A (256, block_k) score tile takes at most half of one core's L2: 512 float32 keys for 1 MiB, 1024 for 2 MiB."""
+    """A (512, block_k) score tile takes at most half of one core's L2: 256 float32 keys for 1 MiB, 512 for 2 MiB."""
     monkeypatch.setattr(pool, "_L2", [l2])
     q = np.zeros((1, 2, 8, 4), dtype)
-    assert pool.plan_blocks(q, S, None, None, None)[:2] == (256, block_k)
+    assert pool.plan_blocks(q, S, None, None, None)[:2] == (pool.BLOCK_Q, block_k) == (512, block_k)
     assert pool.plan_blocks(q, S, 16, 7, 1) == (16, 7, 1)  # explicit sizes are kept
 
 

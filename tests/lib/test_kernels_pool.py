@@ -66,6 +66,21 @@ def test_split_matmul_is_numpys_matmul(two_threads, a_shape, b_shape):
         got = pool.matmul(a, b)
     assert got.shape == np.matmul(a, b).shape and np.allclose(got, np.matmul(a, b), rtol=1e-12, atol=1e-12)
     assert two_threads and two_threads[-1][1] == 2
+    bias = rng.standard_normal(b_shape[-1])  # row, column and batch blocks each add their part of the bias
+    with pool.pooled():
+        got = pool.matmul(a, b, bias=bias)
+    np.testing.assert_allclose(got, np.matmul(a, b) + bias, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(5, 3, 7, 4), (1, 6, 7, 4), (1, 2, 3, 4)])
+def test_contiguous_copies_in_blocks_equal_numpys(two_threads, monkeypatch, shape):
+    monkeypatch.setattr(pool, "MIN_COPY", 0)
+    x = np.random.default_rng(1).standard_normal(shape)
+    view = x.transpose(0, 2, 1, 3)  # a head split's or combine's view
+    with pool.pooled():
+        got = pool.contiguous(view)
+    assert got.flags.c_contiguous and np.array_equal(got, view)
+    assert two_threads[-1] == (2, 2)  # in two blocks: of the batch, or of the next axis when B = 1
 
 
 def test_pooled_call_holds_blas_to_one_thread_and_restores_it(two_threads):
@@ -112,8 +127,7 @@ def _masks(rng, B, h, T):
 
 @pytest.mark.parametrize("which", range(4))
 def test_plain_attention_by_batch_equals_the_whole_batch(two_threads, which):
-    from mhattn.kernels.attention import attend
-    from mhattn.kernels.attention import attend_backward as scaled_dot_product_attention_backward
+    from mhattn.kernels.attention import attend, scaled_dot_product_attention_backward
 
     rng = np.random.default_rng(which)
     q, k, v, dout = (rng.standard_normal((5, 3, 7, 4)) for _ in range(4))
@@ -121,14 +135,14 @@ def test_plain_attention_by_batch_equals_the_whole_batch(two_threads, which):
     want = attend(q, k, v, mask)  # not pooled: one call
     want_grads = scaled_dot_product_attention_backward(dout, want[2])
     with pool.pooled():
-        got = pool.by_batch(attend, q, k, v, mask, 0.0, None)
-        got_grads = pool.by_batch(scaled_dot_product_attention_backward, dout, got[2])
+        got = attend(q, k, v, mask)  # each chunk writes its rows of the outputs
+        got_grads = scaled_dot_product_attention_backward(dout, got[2])
     assert sum(n for n, _ in two_threads) >= 4  # the forward and the backward each went over the pool in two chunks
     for a, b in [*zip(want[:2], got[:2], strict=True), *zip(want_grads, got_grads, strict=True)]:
         assert b.shape == a.shape
         np.testing.assert_allclose(b, a, rtol=1e-13, atol=1e-13)
     cache = got[2]
-    assert cache.q is q and cache.softmax.probs is got[1] and cache.dropped is got[1]  # inputs kept, weights joined once
+    assert cache.q is q and cache.softmax.probs is got[1] and cache.dropped is got[1]  # q kept, one weights array
 
 
 def test_by_batch_keeps_dropout_in_one_call_and_the_callers_errstate(two_threads):
@@ -140,4 +154,5 @@ def test_by_batch_keeps_dropout_in_one_call_and_the_callers_errstate(two_threads
         got = m.forward(x, need_weights=False, training=True)[0]
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     with np.errstate(over="raise"), pool.pooled(), pytest.raises(FloatingPointError):
-        pool.by_batch(np.exp, np.full((4, 3), 1000.0))  # the chunks run under the caller's np.errstate
+        pool.by_batch(lambda out, x: np.exp(x, out=out), (np.empty((4, 3)),), np.full((4, 3), 1000.0))  # the chunks
+        # run under the caller's np.errstate
