@@ -199,7 +199,7 @@ def test_the_generic_branch_gives_the_numpy_numbers(backend, kind, causal):
     q_d, k_d, v_d, dout_d = (backend.asarray(a) for a in (q, k, v, dout))
     mask_d = None if mask is None else backend.asarray(mask)
     out_d, lse_d, cache_d = tiled_attention_forward(q_d, k_d, v_d, mask_d, causal=causal, block_k=4)
-    assert cache_d.workers == 1 and cache_d.block_q >= 64
+    assert cache_d.workers == 1 and cache_d.block_q >= q.shape[2]  # one query block: every query at once
     for a, b in zip((out, lse, *grads), (out_d, lse_d, *tiled_attention_backward(dout_d, cache_d)), strict=True):
         xp_assert_close(b, a, like=backend, rtol=1e-12, atol=1e-14)
 
