@@ -55,13 +55,17 @@ def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
         # 0. keys hidden from every query are zeroed: their weight is exactly 0, and 0 * NaN would still be NaN
         dead = dead_keys(mask)[..., None]  # (..., S, 1)
         k, v = np.where(dead, 0.0, k), np.where(dead, 0.0, v)  # (B, h, S, d_k), (B, h, S, d_v)
-    out = np.empty((*q.shape[:-1], v.shape[-1]), dtype=np.result_type(q, v))  # (B, h, T, d_v)
-    weights = np.empty((*q.shape[:-1], k.shape[-2]), dtype=np.result_type(q, k))  # (B, h, T, S)
+    B, h, T, _ = q.shape  # q, k, v: one dtype (checked)
+    out = np.empty((B, h, T, v.shape[-1]), dtype=q.dtype)  # (B, h, T, d_v)
+    weights = np.empty((B, h, T, k.shape[-2]), dtype=q.dtype)  # (B, h, T, S)
     if dropout_p > 0.0:
         keep, dropped = _attend(out, weights, q, k, v, mask, scale, dropout_p, rng)
     else:
         keep, dropped = None, weights
-        pool.by_batch(_attend, (out, weights), q, k, v, mask, scale)
+        if pool.workers() > 1:
+            pool.by_batch(_attend, (out, weights), q, k, v, mask, scale)
+        else:  # a small call: no test per chunk
+            _attend(out, weights, q, k, v, mask, scale)
     return out, weights, AttentionCache(q, k, v, scale, SoftmaxCache(weights), keep, dropped)
 
 
@@ -94,7 +98,11 @@ def _attend_backward(dq, dk, dv, dout, cache: AttentionCache):
 def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
     """:func:`mhattn.functional.attention.scaled_dot_product_attention_backward` on NumPy: ``(dq, dk, dv)``,
     chunked by batch inside a pooled call."""
-    dtype = np.result_type(dout, cache.q)
-    dq, dk, dv = (np.empty(a.shape, dtype=dtype) for a in (cache.q, cache.k, cache.v))
-    pool.by_batch(_attend_backward, (dq, dk, dv), dout, cache)
+    q, k, v = cache.q, cache.k, cache.v
+    dtype = q.dtype if dout.dtype == q.dtype else np.promote_types(dout.dtype, q.dtype)
+    dq, dk, dv = np.empty(q.shape, dtype), np.empty(k.shape, dtype), np.empty(v.shape, dtype)
+    if pool.workers() > 1:
+        pool.by_batch(_attend_backward, (dq, dk, dv), dout, cache)
+    else:  # a small call: no test per chunk
+        _attend_backward(dq, dk, dv, dout, cache)
     return dq, dk, dv

@@ -47,16 +47,21 @@ def linear_backward(dout, cache: LinearCache):
     return dx, dW, db
 
 
-def _split(x, h):
-    """``(B, L, d_model)`` -> ``(B, h, L, d_k)``, each head's rows contiguous (one copy)."""
+def _split(x, h, copy):
+    """``(B, L, d_model)`` -> ``(B, h, L, d_k)``, each head's rows contiguous (one ``copy``)."""
     B, L, d_model = x.shape
-    return pool.contiguous(x.reshape(B, L, h, d_model // h).transpose(0, 2, 1, 3))  # (B, h, L, d_k)
+    return copy(x.reshape(B, L, h, d_model // h).transpose(0, 2, 1, 3))  # (B, h, L, d_k)
 
 
-def _combine(x):
-    """``(B, h, T, d_k)`` -> ``(B, T, h d_k)`` (one copy)."""
+def _combine(x, copy):
+    """``(B, h, T, d_k)`` -> ``(B, T, h d_k)`` (one ``copy``)."""
     B, h, T, d_k = x.shape
-    return pool.contiguous(x.transpose(0, 2, 1, 3)).reshape(B, T, h * d_k)  # (B, T, d_model)
+    return copy(x.transpose(0, 2, 1, 3)).reshape(B, T, h * d_k)  # (B, T, d_model)
+
+
+def _copier():
+    """The layout copy of this call: in blocks over the pool inside a pooled call, else NumPy's (no test per copy)."""
+    return pool.contiguous if pool.workers() > 1 else np.ascontiguousarray
 
 
 def _project_qkv(query, key, value, params):
@@ -86,13 +91,14 @@ def multi_head_attention_forward(
     with pool.pooled(work(query, key, params["W_q"].shape[1])):
         key, value, mask = merge_mha_masks(query, key, value, num_heads, attn_mask, key_padding_mask, is_causal, tiled)
         (Q, K, V), proj = _project_qkv(query, key, value, params)  # 1. (B, T|S, d_model)
-        q, k, v = (_split(x, num_heads) for x in (Q, K, V))  # 2. (B, h, T|S, d_k)
+        copy = _copier()
+        q, k, v = (_split(x, num_heads, copy) for x in (Q, K, V))  # 2. (B, h, T|S, d_k)
         if tiled:  # 3.
             (heads, _, att), weights = tiled_attention.tiled_attention_forward(q, k, v, mask, causal=is_causal), None
         else:
             heads, weights, att = attention.attend(q, k, v, mask, dropout_p, rng)
         masked = heads if head_mask is None else heads * head_mask[..., None, None]  # 4. (B, h, T, d_k)
-        out, out_proj = linear_forward(_combine(masked), params["W_o"], params.get("b_o"))  # 5-6. (B, T, d_model)
+        out, out_proj = linear_forward(_combine(masked, copy), params["W_o"], params.get("b_o"))  # 5-6. (B, T, d_model)
     weights = None if weights is None else read_only(weights)
     return out, weights, MHACache(proj, HeadsCache(num_heads), att, heads, head_mask, out_proj)
 
@@ -104,7 +110,8 @@ def multi_head_attention_backward(dout, cache: MHACache):
     grads = {}
     with pool.pooled(2 * work(query, key, cache.out_proj.W.shape[1])):
         dconcat, grads["W_o"], db_o = linear_backward(dout, cache.out_proj)  # 6. (B, T, d_model)
-        dmasked = _split(dconcat, cache.split.num_heads)  # 5. (B, h, T, d_k)
+        copy = _copier()
+        dmasked = _split(dconcat, cache.split.num_heads, copy)  # 5. (B, h, T, d_k)
         dhead_mask, dheads = None, dmasked  # 4.
         if cache.head_mask is not None:
             dhead_mask = np.sum(dmasked * cache.heads, axis=(2, 3))  # (B, h)
@@ -114,7 +121,7 @@ def multi_head_attention_backward(dout, cache: MHACache):
             dq, dk, dv = tiled_attention.tiled_attention_backward(dheads, cache.attention)
         else:
             dq, dk, dv = attention.scaled_dot_product_attention_backward(dheads, cache.attention)
-        dQ, dK, dV = (_combine(d) for d in (dq, dk, dv))  # 2. (B, T|S, d_model)
+        dQ, dK, dV = (_combine(d, copy) for d in (dq, dk, dv))  # 2. (B, T|S, d_model)
         dquery, grads["W_q"], db_q = linear_backward(dQ, cache.proj[0])  # 1.
         dkey, grads["W_k"], db_k = linear_backward(dK, cache.proj[1])
         dvalue, grads["W_v"], db_v = linear_backward(dV, cache.proj[2])

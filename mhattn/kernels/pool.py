@@ -171,11 +171,12 @@ def _cut(a, rows, batch, ndim):
 
 
 def contiguous(view):
-    """``np.ascontiguousarray(view)``; inside a pooled call a large copy (a head split or combine) is made in blocks
-    of the leading axis (or of the next one, when the leading one is shorter than the pool) over the pool."""
-    n = workers()
-    if not n or type(view) is not np.ndarray or view.ndim < 2 or view.size < MIN_COPY or view.flags.c_contiguous:
-        return np.ascontiguousarray(view)
+    """``np.ascontiguousarray(view)`` of a NumPy view; inside a pooled call a large copy (a head split or combine) is
+    made in blocks of the leading axis (or of the next one, when the leading one is shorter than the pool) over the
+    pool."""
+    n = getattr(_local, "workers", 0)
+    if n < 2 or view.size < MIN_COPY or view.ndim < 2:
+        return np.ascontiguousarray(view)  # a small call pays this test only
     out = np.empty(view.shape, dtype=view.dtype)
     axis = 0 if view.shape[0] >= n else 1
     parts = [(slice(None),) * axis + (slice(i, j),) for i, j in _blocks(view.shape[axis], n)]
@@ -187,9 +188,12 @@ def matmul(a, b, /, *, bias=None):
     """``a @ b`` (plus ``bias``, broadcast over its rows, when given); inside a pooled call a large GEMM is split into
     row (or column) blocks, a batched one by its leading axis, each block's product (and bias) written into its part
     of one output array while the block is still in the cache."""
-    n = workers()
+    n = getattr(_local, "workers", 0)
     if not n or type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim < 2 or b.ndim < 2:
-        return _plus(np.matmul(a, b), bias)
+        out = np.matmul(a, b)  # a small call pays this test only
+        if bias is not None:
+            out += bias
+        return out
     M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
     lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     if int(np.prod(lead, dtype=np.int64)) * M * K * N < MIN_GEMM_WORK:

@@ -83,6 +83,10 @@ def softmax_backward(dprobs, cache: SoftmaxCache, *, overwrite_input=False):
     or ``dprobs`` itself when ``overwrite_input`` (the caller owns it)."""
     p = cache.probs
     dot = sum_last(dprobs * p)  # (..., 1)
-    dz = np.subtract(dprobs, dot, out=dprobs if overwrite_input else None)
+    if overwrite_input:
+        dprobs -= dot
+        dz = dprobs
+    else:
+        dz = dprobs - dot
     dz *= p
     return dz
