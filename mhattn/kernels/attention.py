@@ -4,8 +4,9 @@
 2017, eq. (1)); this pair takes the same arguments, runs the same checks and returns the same cache
 (:class:`~mhattn.functional.attention.AttentionCache`), equal to rounding (``tests/lib/test_engine.py``). Inside a
 pooled call (:func:`mhattn.kernels.pool.pooled`) the batch is cut into one chunk per thread (softmax passes
-included: :func:`mhattn.kernels.pool.by_batch`); the scores are scaled in place on the fresh GEMM result and the
-softmax runs in their memory with the engine's row reductions (:mod:`.rows`).
+included: :func:`mhattn.kernels.pool.by_batch`), each chunk writing its rows of one output and one weights array
+(nothing joined after); the scores' GEMM writes into the weights array, and the scaling and the softmax run in that
+memory with the engine's row reductions (:mod:`.rows`); the backward writes ``dq``, ``dk``, ``dv`` likewise.
 """
 
 from __future__ import annotations
