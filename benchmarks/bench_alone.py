@@ -95,6 +95,11 @@ def side_alone(side: str, shape: str, reps: int) -> float:
     if side == "floor":
         return _floor(B, T, d, h)
     call = _torch_call(B, T, d, h) if side == "torch" else _mhattn_call(B, T, d, h, engine=side == "engine")
+    return median_seconds(call, reps)
+
+
+def median_seconds(call, reps: int) -> float:
+    """Median seconds of ``reps`` calls of ``call`` after 3 warm-ups."""
     for _ in range(3):
         call()
     times = []

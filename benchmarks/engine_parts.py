@@ -21,25 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench_alone import SHAPES  # this folder: the scripts run as `python benchmarks/<script>.py`
+from bench_alone import SHAPES, median_seconds  # this folder: the scripts run as `python benchmarks/<script>.py`
 
 
 def _median_ms(f, reps) -> float:
-    for _ in range(3):
-        f()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+    return median_seconds(f, reps) * 1e3
 
 
 def _steps(B, T, d, h):
