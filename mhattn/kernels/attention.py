@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from mhattn.backend import read_only, uniform
-from mhattn.functional.attention import AttentionCache, check_attention_call
+from mhattn.functional.attention import AttentionCache, check_attention_call, sum_to_shape
 from mhattn.functional.masks import add_mask, cast_mask, dead_keys
 from mhattn.functional.softmax import SoftmaxCache
 from mhattn.kernels import pool
@@ -50,24 +50,27 @@ def _attend(out, weights, q, k, v, mask, scale, dropout_p=0.0, rng=None):
 def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
     """The forward's steps on checked inputs: ``(out, weights, cache)`` with ``weights`` the cached array itself (the
     caller hands out a read-only view). Inside a pooled call the batch's chunks run on the pool, each writing its rows
-    of ``out`` and ``weights``; with dropout one call (the draw stays one sequence)."""
+    of ``out`` and ``weights``; with dropout, or when ``q`` has no batch axis of its own, one call."""
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
     if mask is not None:
         # 0. keys hidden from every query are zeroed: their weight is exactly 0, and 0 * NaN would still be NaN
         dead = dead_keys(mask)[..., None]  # (..., S, 1)
         k, v = np.where(dead, 0.0, k), np.where(dead, 0.0, v)  # (B, h, S, d_k), (B, h, S, d_v)
-    B, h, T, _ = q.shape  # q, k, v: one dtype (checked)
-    out = np.empty((B, h, T, v.shape[-1]), dtype=q.dtype)  # (B, h, T, d_v)
-    weights = np.empty((B, h, T, k.shape[-2]), dtype=q.dtype)  # (B, h, T, S)
+    lead = q.shape[:-2]  # (B, h) (q, k, v: one dtype, checked)
+    shapes = None
+    if k.shape[:-2] != lead or v.shape[:-2] != lead:  # broadcast leading dimensions: gradients summed back after
+        lead, shapes = np.broadcast_shapes(lead, k.shape[:-2], v.shape[:-2]), (q.shape, k.shape, v.shape)
+    out = np.empty((*lead, q.shape[-2], v.shape[-1]), dtype=q.dtype)  # (B, h, T, d_v)
+    weights = np.empty((*lead, q.shape[-2], k.shape[-2]), dtype=q.dtype)  # (B, h, T, S)
     if dropout_p > 0.0:
         keep, dropped = _attend(out, weights, q, k, v, mask, scale, dropout_p, rng)
     else:
         keep, dropped = None, weights
-        if pool.workers() > 1:
+        if pool.workers() > 1 and q.ndim > 2 and q.shape[:-2] == lead:  # chunks of q's batch axis
             pool.by_batch(_attend, (out, weights), q, k, v, mask, scale)
-        else:  # a small call: no test per chunk
+        else:  # a small call (no test per chunk), or no batch axis of q's own
             _attend(out, weights, q, k, v, mask, scale)
-    return out, weights, AttentionCache(q, k, v, scale, SoftmaxCache(weights), keep, dropped)
+    return out, weights, AttentionCache(q, k, v, scale, SoftmaxCache(weights), keep, dropped, shapes)
 
 
 def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
@@ -80,7 +83,7 @@ def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 
 
 def _attend_backward(dq, dk, dv, dout, cache: AttentionCache):
     """The backward's steps for some rows of the batch, written into ``dq``, ``dk``, ``dv``."""
-    q, k, v, scale, sm_cache, keep, dropped, _ = cache  # the engine never broadcasts: no shapes to sum back to
+    q, k, v, scale, sm_cache, keep, dropped, _ = cache  # broadcast inputs are summed back by the caller
     # step 5 was: out = dropped @ v
     ddropped = dout @ v.mT  # (B, h, T, d_v) @ (B, h, d_v, S) -> (B, h, T, S), our own array
     np.matmul(dropped.mT, dout, out=dv)  # (B, h, S, T) @ (B, h, T, d_v) -> (B, h, S, d_v)
@@ -98,12 +101,16 @@ def _attend_backward(dq, dk, dv, dout, cache: AttentionCache):
 
 def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
     """:func:`mhattn.functional.attention.scaled_dot_product_attention_backward` on NumPy: ``(dq, dk, dv)``,
-    chunked by batch inside a pooled call."""
-    q, k, v = cache.q, cache.k, cache.v
-    dtype = q.dtype if dout.dtype == q.dtype else np.promote_types(dout.dtype, q.dtype)
-    dq, dk, dv = np.empty(q.shape, dtype), np.empty(k.shape, dtype), np.empty(v.shape, dtype)
-    if pool.workers() > 1:
+    chunked by batch inside a pooled call; a gradient of a broadcast input is summed back to its shape."""
+    probs = cache.softmax.probs  # (B, h, T, S): the forward's whole shape
+    lead, (T, S) = probs.shape[:-2], probs.shape[-2:]
+    dtype = probs.dtype if dout.dtype == probs.dtype else np.promote_types(dout.dtype, probs.dtype)
+    dq, dk, dv = (np.empty((*lead, n, d), dtype) for n, d in ((T, cache.q.shape[-1]), (S, cache.k.shape[-1]),
+                                                                (S, cache.v.shape[-1])))  # fmt: skip
+    if pool.workers() > 1 and dout.ndim > 2:
         pool.by_batch(_attend_backward, (dq, dk, dv), dout, cache)
     else:  # a small call: no test per chunk
         _attend_backward(dq, dk, dv, dout, cache)
-    return dq, dk, dv
+    if cache.shapes is None:
+        return dq, dk, dv
+    return tuple(sum_to_shape(g, shape) for g, shape in zip((dq, dk, dv), cache.shapes, strict=True))

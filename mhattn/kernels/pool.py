@@ -139,7 +139,7 @@ def run_items(job, items, n=None):
 
 
 def _blocks(size, n):
-    step = -(-size // n)
+    step = max(1, -(-size // n))  # size 0: no blocks
     return [(i, min(i + step, size)) for i in range(0, size, step)]
 
 

@@ -244,3 +244,28 @@ def test_long_rows_take_several_key_tiles_and_match_the_plain_path():
     assert cache.block_k == pool.plan_blocks(q, 2100, None, None, None)[1] < 2100  # the L2-sized default
     want, _, _ = scaled_dot_product_attention_forward(q, k, v)
     assert rel_error(out, want) < 1e-12
+
+
+@pytest.mark.parametrize(
+    ("dtype", "magnitude", "masked"), [("float32", 30, False), ("float32", 100, True), ("float64", 300, True)]
+)
+def test_reference_backward_keeps_large_scores_as_accurate_as_the_plain_path(dtype, magnitude, masked):
+    """Scores of 1e3 to 1e5: the tiled backward recomputes ``P`` as ``exp((S - m) - log l)``; with ``L = m + log l``
+    rounded at the size of ``m`` every weight of a row would move by a unit of ``m``'s last place (dV ~1e-4 off the
+    plain path in float32, 1e-12 in float64)."""
+    rng = np.random.default_rng(1)
+    B, h, T, d = 2, 2, 64, 16
+    q, k = (rng.standard_normal((B, h, T, d)) * magnitude for _ in range(2))
+    v, dout = (rng.standard_normal((B, h, T, d)) for _ in range(2))
+    mask = None
+    if masked:
+        mask = rng.random((B, h, T, T)) < 0.3
+        mask[:, :, 5] = True  # a query that sees no key
+    q, k, v, dout = (a.astype(dtype) for a in (q, k, v, dout))
+    causal = np.triu(np.ones((T, T), bool), 1) if masked else None
+    full = None if mask is None else mask | causal
+    plain = scaled_dot_product_attention_backward(dout, scaled_dot_product_attention_forward(q, k, v, full)[2])
+    tiled = tiled_attention_backward(dout, tiled_attention_forward(q, k, v, mask, causal=masked, block_k=16)[2])
+    scale = max(float(np.max(np.abs(g))) for g in plain)
+    err = float(np.max(np.abs(tiled[2] - plain[2]))) / scale  # dV: the weights themselves, times dO
+    assert err < (1e-6 if dtype == "float32" else 1e-14), f"dv off the plain path by {err:.1e} of the largest gradient"

@@ -109,6 +109,27 @@ def test_scaled_dot_product_attention_pair(backend, pooling, kind, dropout_p):
         _close(backend, a, b, dt, name)
 
 
+@pytest.mark.parametrize(
+    ("q_shape", "kv_lead"),
+    [((T, DK), ()), ((H, T, DK), (H,)), ((2, B, H, T, DK), (2, B, H)), ((1, H, T, DK), (B, H)), ((B, H, T, DK), (1, 1))],
+)  # fmt: skip
+def test_scaled_dot_product_attention_pair_of_any_rank_and_broadcast(pooling, q_shape, kv_lead):
+    """The engine's pair takes what the reference takes: no batch axis, one more, and leading dimensions that
+    broadcast (each gradient summed back to its input's shape); chunked only along a batch axis of q's own."""
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal(q_shape)
+    k, v = (rng.standard_normal((*kv_lead, S, d)) for d in (DK, DK + 1))
+    lead = np.broadcast_shapes(q_shape[:-2], kv_lead)
+    dout = rng.standard_normal((*lead, T, DK + 1))
+    ref = F.scaled_dot_product_attention_forward(q, k, v)
+    eng = K_attention.scaled_dot_product_attention_forward(q, k, v)
+    got = [*eng[:2], *K_attention.scaled_dot_product_attention_backward(dout, eng[2])]
+    want = [*ref[:2], *F.scaled_dot_product_attention_backward(dout, ref[2])]
+    for name, a, b in zip("out weights dq dk dv".split(), got, want, strict=True):
+        assert a.shape == b.shape, (name, a.shape, b.shape)  # each gradient the shape of its input
+        np.testing.assert_allclose(a, b, rtol=0, atol=TOL["float64"] * np.max(np.abs(b)), err_msg=name)
+
+
 @pytest.mark.parametrize("backend", LEGS_AND_DTYPES, indirect=True)
 @pytest.mark.parametrize("kind", MASKS)
 @pytest.mark.parametrize("causal", [False, True])

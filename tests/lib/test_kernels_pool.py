@@ -83,6 +83,16 @@ def test_contiguous_copies_in_blocks_equal_numpys(two_threads, monkeypatch, shap
     assert two_threads[-1] == (2, 2)  # in two blocks: of the batch, or of the next axis when B = 1
 
 
+def test_empty_calls_split_into_no_blocks(two_threads, monkeypatch):
+    """A query of length 0 in a pooled call: the layout copy and the module give the empty results."""
+    monkeypatch.setattr(pool, "MIN_COPY", 0)
+    with pool.pooled():
+        assert pool.contiguous(np.zeros((1, 0, 3, 4)).transpose(0, 2, 1, 3)).shape == (1, 3, 0, 4)
+        kv = np.ones((1, 5, 12))  # five keys; no query
+        out, _ = MultiHeadAttention(12, 3, seed=0, dtype="float64").forward(np.zeros((1, 0, 12)), kv, kv, need_weights=False)
+    assert out.shape == (1, 0, 12)
+
+
 def test_pooled_call_holds_blas_to_one_thread_and_restores_it(two_threads):
     before = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
     with pool.pooled():
