@@ -74,8 +74,10 @@ def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
 
 
 def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
-    """:func:`mhattn.functional.attention.scaled_dot_product_attention_forward` on NumPy: the same arguments, checks
-    and results (``weights`` read-only), chunked by batch inside a pooled call."""
+    """:func:`mhattn.functional.attention.scaled_dot_product_attention_forward` on NumPy: the same positional
+    arguments, checks and results (``weights`` read-only), chunked by batch inside a pooled call. The reference's
+    keyword options ``scale``, ``is_causal`` and ``causal`` are not here (the engine's multi-head attention passes a
+    merged mask); call the reference for them."""
     check_attention_call(q, k, v, mask, dropout_p, rng)
     out, weights, cache = attend(q, k, v, mask, dropout_p, rng)
     return out, read_only(weights), cache
