@@ -148,16 +148,15 @@ def by_batch(step, outs, *args):
     batch (the leading axis of ``args[0]``) over the pool, each chunk writing its rows of ``outs`` (arrays of that
     batch), so nothing is joined or copied after. An argument is cut when it is a NumPy array (or a named tuple of
     them) of ``args[0]``'s rank and batch; others (a ``(T, S)`` mask, a scale) go whole to every chunk. Chunks run the
-    same GEMMs under the caller's ``np.errstate``: results equal the one call's. Returns ``step``'s result for one
-    call, else None."""
+    same GEMMs under the caller's ``np.errstate``: results equal the one call's."""
     n = getattr(_local, "workers", 0)
     if n < 2 or type(args[0]) is not np.ndarray or args[0].ndim < 1 or args[0].shape[0] < 2:
-        return step(*outs, *args)  # a small call pays this test only
+        step(*outs, *args)  # a small call pays this test only
+        return
     B, ndim = args[0].shape[0], args[0].ndim
     cut = [(*(o[i:j] for o in outs), *(_cut(a, slice(i, j), B, ndim) for a in args)) for i, j in _blocks(B, min(n, B))]
     contexts = [contextvars.copy_context() for _ in cut]  # the caller's np.errstate too
     _map(lambda c: contexts[c].run(step, *cut[c]), range(len(cut)), n)
-    return None
 
 
 def _cut(a, rows, batch, ndim):

@@ -57,9 +57,13 @@ def softmax_probs(scores, mask=None, *, overwrite_input=False):
     """The steps of :func:`softmax_forward` on checked inputs: ``probs`` ``(..., S)``, writable, in ``scores``'
     memory when ``overwrite_input`` (the caller owns it)."""
     # 1. masked entries are replaced by -inf, so exp gives exactly 0
-    z = scores if overwrite_input else scores.copy()
-    if mask is not None:
+    if mask is None:
+        z = scores if overwrite_input else scores.copy()
+    elif overwrite_input:
+        z = scores
         np.copyto(z, -np.inf, where=mask)  # mask broadcasts to z
+    else:
+        z = np.where(mask, -np.inf, scores)  # one pass; a Python float keeps scores' dtype
     # 2. subtract the row maximum (a row that is all -inf uses 0 instead)
     m = max_last(z)  # (..., 1)
     z -= np.where(np.isfinite(m), m, 0.0)
