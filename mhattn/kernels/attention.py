@@ -47,10 +47,12 @@ def _attend(out, weights, q, k, v, mask, scale, dropout_p=0.0, rng=None):
     return keep, dropped
 
 
-def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
+def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None, *, out=None):
     """The forward's steps on checked inputs: ``(out, weights, cache)`` with ``weights`` the cached array itself (the
     caller hands out a read-only view). Inside a pooled call the batch's chunks run on the pool, each writing its rows
-    of ``out`` and ``weights``; with dropout, or when ``q`` has no batch axis of its own, one call."""
+    of ``out`` and ``weights``; with dropout, or when ``q`` has no batch axis of its own, one call. ``out``: where to
+    write the result, ``(..., T, d_v)`` of q's dtype, any strides BLAS takes (each matrix's rows evenly spaced, its
+    columns adjacent), e.g. the heads' view of the concat ``(B, T, h d_v)``, so that no combine copy follows."""
     scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
     if mask is not None:
         # 0. keys hidden from every query are zeroed: their weight is exactly 0, and 0 * NaN would still be NaN
@@ -60,7 +62,8 @@ def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
     shapes = None
     if k.shape[:-2] != lead or v.shape[:-2] != lead:  # broadcast leading dimensions: gradients summed back after
         lead, shapes = np.broadcast_shapes(lead, k.shape[:-2], v.shape[:-2]), (q.shape, k.shape, v.shape)
-    out = np.empty((*lead, q.shape[-2], v.shape[-1]), dtype=q.dtype)  # (B, h, T, d_v)
+    if out is None:
+        out = np.empty((*lead, q.shape[-2], v.shape[-1]), dtype=q.dtype)  # (B, h, T, d_v)
     weights = np.empty((*lead, q.shape[-2], k.shape[-2]), dtype=q.dtype)  # (B, h, T, S)
     if dropout_p > 0.0:
         keep, dropped = _attend(out, weights, q, k, v, mask, scale, dropout_p, rng)
@@ -101,18 +104,28 @@ def _attend_backward(dq, dk, dv, dout, cache: AttentionCache):
     np.matmul(dscores.mT, q, out=dk)  # (B, h, S, T) @ (B, h, T, d_k) -> (B, h, S, d_k)
 
 
-def scaled_dot_product_attention_backward(dout, cache: AttentionCache):
+def scaled_dot_product_attention_backward(dout, cache: AttentionCache, *, out=None):
     """:func:`mhattn.functional.attention.scaled_dot_product_attention_backward` on NumPy: ``(dq, dk, dv)``,
-    chunked by batch inside a pooled call; a gradient of a broadcast input is summed back to its shape."""
+    chunked by batch inside a pooled call; a gradient of a broadcast input is summed back to its shape. ``out``:
+    ``(dq, dk, dv)`` arrays to write into and return (q's, k's and v's shapes, the result dtype, strides as
+    :func:`attend`'s ``out``), e.g. the heads' views of one ``(B, T, 3 d_model)`` array."""
     probs = cache.softmax.probs  # (B, h, T, S): the forward's whole shape
     lead, (T, S) = probs.shape[:-2], probs.shape[-2:]
     dtype = probs.dtype if dout.dtype == probs.dtype else np.promote_types(dout.dtype, probs.dtype)
-    dq, dk, dv = (np.empty((*lead, n, d), dtype) for n, d in ((T, cache.q.shape[-1]), (S, cache.k.shape[-1]),
-                                                                (S, cache.v.shape[-1])))  # fmt: skip
+    if out is not None and cache.shapes is None:
+        dq, dk, dv = out
+    else:
+        dq, dk, dv = (np.empty((*lead, n, d), dtype) for n, d in ((T, cache.q.shape[-1]), (S, cache.k.shape[-1]),
+                                                                    (S, cache.v.shape[-1])))  # fmt: skip
     if pool.workers() > 1 and dout.ndim > 2:
         pool.by_batch(_attend_backward, (dq, dk, dv), dout, cache)
     else:  # a small call: no test per chunk
         _attend_backward(dq, dk, dv, dout, cache)
     if cache.shapes is None:
         return dq, dk, dv
-    return tuple(sum_to_shape(g, shape) for g, shape in zip((dq, dk, dv), cache.shapes, strict=True))
+    grads = tuple(sum_to_shape(g, shape) for g, shape in zip((dq, dk, dv), cache.shapes, strict=True))
+    if out is None:
+        return grads
+    for o, g in zip(out, grads, strict=True):
+        np.copyto(o, g)
+    return out

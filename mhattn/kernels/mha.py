@@ -6,7 +6,10 @@ differs is only how NumPy gets there:
 - the whole call is one pooled call (:func:`mhattn.kernels.pool.pooled`): BLAS at one thread, the work on the
   engine's pool; its GEMMs are split into blocks (:func:`mhattn.kernels.pool.matmul`);
 - self-attention (one array for query, key and value) projects with one fused ``(d_model, 3 d_model)`` GEMM;
-- each head's rows are laid out together before step 3 (per-head GEMMs on strided views run ~30% slower);
+- no layout copy on the plain path: step 3 reads each head as a strided view of ``Q``, ``K``, ``V`` and writes its
+  result into the concat's view (and its gradients into ``dQ``, ``dK``, ``dV``'s), which BLAS takes in place; the
+  copies cost more than the strided GEMMs lose (about 3.5% of a B16 T128 step, ``benchmarks/RESULTS.md``). The
+  tiled path takes contiguous heads (one pooled copy each way);
 - step 3 is the engine's attention (:mod:`.attention`, chunked by batch; :mod:`.tiled`, by (batch, head) pair);
 - reshapes and transposes are the arrays' methods (NumPy's functions cost ~0.5 µs more each, a tenth of an
   exercise-size step).
@@ -47,21 +50,26 @@ def linear_backward(dout, cache: LinearCache):
     return dx, dW, db
 
 
-def _split(x, h, copy):
-    """``(B, L, d_model)`` -> ``(B, h, L, d_k)``, each head's rows contiguous (one ``copy``)."""
+def _heads(x, h):
+    """``(B, L, h d)`` -> ``(B, h, L, d)``, a view: each head's rows strided by ``h d`` (BLAS reads and writes such a
+    matrix in place: its rows evenly spaced, its columns adjacent)."""
     B, L, d_model = x.shape
-    return copy(x.reshape(B, L, h, d_model // h).transpose(0, 2, 1, 3))  # (B, h, L, d_k)
+    return x.reshape(B, L, h, d_model // h).transpose(0, 2, 1, 3)  # (B, h, L, d)
 
 
-def _combine(x, copy):
-    """``(B, h, T, d_k)`` -> ``(B, T, h d_k)`` (one ``copy``)."""
-    B, h, T, d_k = x.shape
-    return copy(x.transpose(0, 2, 1, 3)).reshape(B, T, h * d_k)  # (B, T, d_model)
+def _split(x, h):
+    """``(B, L, d_model)`` -> ``(B, h, L, d_k)``, each head's rows contiguous (one copy, over the pool)."""
+    return pool.contiguous(_heads(x, h))  # (B, h, L, d_k)
 
 
-def _copier():
-    """The layout copy of this call: in blocks over the pool inside a pooled call, else NumPy's (no test per copy)."""
-    return pool.contiguous if pool.workers() > 1 else np.ascontiguousarray
+def _combine_into(out, x, head_mask=None):
+    """Steps 4-5: ``x`` ``(B, h, T, d_k)`` (times ``head_mask`` ``(h,)`` or ``(B, h)``) written into the heads' view
+    of ``out`` ``(B, T, h d_k)``; returns ``out``."""
+    if head_mask is None:
+        pool.copyto(_heads(out, x.shape[1]), x)
+    else:
+        np.multiply(x, head_mask[..., None, None], out=_heads(out, x.shape[1]))  # (B, h, T, d_k), one pass
+    return out
 
 
 def _project_qkv(query, key, value, params):
@@ -91,14 +99,18 @@ def multi_head_attention_forward(
     with pool.pooled(work(query, key, params["W_q"].shape[1])):
         key, value, mask = merge_mha_masks(query, key, value, num_heads, attn_mask, key_padding_mask, is_causal, tiled)
         (Q, K, V), proj = _project_qkv(query, key, value, params)  # 1. (B, T|S, d_model)
-        copy = _copier()
-        q, k, v = (_split(x, num_heads, copy) for x in (Q, K, V))  # 2. (B, h, T|S, d_k)
-        if tiled:  # 3.
+        concat = np.empty(Q.shape, dtype=Q.dtype)  # (B, T, d_model), the heads' views filled by step 3 or 4-5
+        if tiled:  # 2-3. the tiled path takes contiguous heads
+            q, k, v = (_split(x, num_heads) for x in (Q, K, V))  # (B, h, T|S, d_k)
             (heads, _, att), weights = tiled_attention.tiled_attention_forward(q, k, v, mask, causal=is_causal), None
-        else:
-            heads, weights, att = attention.attend(q, k, v, mask, dropout_p, rng)
-        masked = heads if head_mask is None else heads * head_mask[..., None, None]  # 4. (B, h, T, d_k)
-        out, out_proj = linear_forward(_combine(masked, copy), params["W_o"], params.get("b_o"))  # 5-6. (B, T, d_model)
+            _combine_into(concat, heads, head_mask)  # 4-5.
+        else:  # 2-5. views of Q, K, V in, the concat's view out: no layout copy
+            where = _heads(concat, num_heads) if head_mask is None else None
+            q, k, v = (_heads(x, num_heads) for x in (Q, K, V))  # (B, h, T|S, d_k), views
+            heads, weights, att = attention.attend(q, k, v, mask, dropout_p, rng, out=where)  # (B, h, T, d_k)
+            if head_mask is not None:
+                _combine_into(concat, heads, head_mask)
+        out, out_proj = linear_forward(concat, params["W_o"], params.get("b_o"))  # 6. (B, T, d_model)
     weights = None if weights is None else read_only(weights)
     return out, weights, MHACache(proj, HeadsCache(num_heads), att, heads, head_mask, out_proj)
 
@@ -110,21 +122,24 @@ def multi_head_attention_backward(dout, cache: MHACache):
     grads = {}
     with pool.pooled(2 * work(query, key, cache.out_proj.W.shape[1])):
         dconcat, grads["W_o"], db_o = linear_backward(dout, cache.out_proj)  # 6. (B, T, d_model)
-        copy = _copier()
-        dmasked = _split(dconcat, cache.split.num_heads, copy)  # 5. (B, h, T, d_k)
+        h, tiled = cache.split.num_heads, isinstance(cache.attention, TiledAttentionCache)
+        dmasked = _split(dconcat, h) if tiled else _heads(dconcat, h)  # 5. (B, h, T, d_k)
         dhead_mask, dheads = None, dmasked  # 4.
         if cache.head_mask is not None:
             dhead_mask = np.sum(dmasked * cache.heads, axis=(2, 3))  # (B, h)
             dhead_mask = dhead_mask.sum(axis=0) if cache.head_mask.ndim == 1 else dhead_mask  # (h,)
             dheads = dmasked * cache.head_mask[..., None, None]
-        if isinstance(cache.attention, TiledAttentionCache):  # 3.
-            dq, dk, dv = tiled_attention.tiled_attention_backward(dheads, cache.attention)
-        else:
-            dq, dk, dv = attention.scaled_dot_product_attention_backward(dheads, cache.attention)
-        dQ, dK, dV = (_combine(d, copy) for d in (dq, dk, dv))  # 2. (B, T|S, d_model)
-        dquery, grads["W_q"], db_q = linear_backward(dQ, cache.proj[0])  # 1.
-        dkey, grads["W_k"], db_k = linear_backward(dK, cache.proj[1])
-        dvalue, grads["W_v"], db_v = linear_backward(dV, cache.proj[2])
+        B, T, d_model = cache.out_proj.x.shape
+        dtype = np.promote_types(dheads.dtype, cache.out_proj.x.dtype)
+        dQKV = [np.empty((B, L, d_model), dtype=dtype) for L in (T, key.shape[1], key.shape[1])]  # (B, T|S, d_model)
+        if tiled:  # 3-2.
+            for d, into in zip(tiled_attention.tiled_attention_backward(dheads, cache.attention), dQKV, strict=True):
+                pool.copyto(_heads(into, h), d)
+        else:  # 3-2. written straight into the heads' views: no layout copy
+            attention.scaled_dot_product_attention_backward(dheads, cache.attention, out=[_heads(g, h) for g in dQKV])
+        dquery, grads["W_q"], db_q = linear_backward(dQKV[0], cache.proj[0])  # 1.
+        dkey, grads["W_k"], db_k = linear_backward(dQKV[1], cache.proj[1])
+        dvalue, grads["W_v"], db_v = linear_backward(dQKV[2], cache.proj[2])
     for name, db in (("b_q", db_q), ("b_k", db_k), ("b_v", db_v), ("b_o", db_o)):
         if db is not None:
             grads[name] = db

@@ -171,16 +171,23 @@ def _cut(a, rows, batch, ndim):
 
 def contiguous(view):
     """``np.ascontiguousarray(view)`` of a NumPy view; inside a pooled call a large copy (a head split or combine) is
-    made in blocks of the leading axis (or of the next one, when the leading one is shorter than the pool) over the
-    pool."""
-    n = getattr(_local, "workers", 0)
-    if n < 2 or view.size < MIN_COPY or view.ndim < 2:
+    made in blocks over the pool (:func:`copyto`)."""
+    if getattr(_local, "workers", 0) < 2 or view.size < MIN_COPY or view.ndim < 2:
         return np.ascontiguousarray(view)  # a small call pays this test only
-    out = np.empty(view.shape, dtype=view.dtype)
-    axis = 0 if view.shape[0] >= n else 1
-    parts = [(slice(None),) * axis + (slice(i, j),) for i, j in _blocks(view.shape[axis], n)]
-    _map(lambda p: np.copyto(out[p], view[p]), parts, n)
-    return out
+    return copyto(np.empty(view.shape, dtype=view.dtype), view)
+
+
+def copyto(dst, src):
+    """``np.copyto(dst, src)`` for arrays of one shape; returns ``dst``. Inside a pooled call a large copy is made in
+    blocks of the leading axis (or of the next one, when the leading one is shorter than the pool) over the pool."""
+    n = getattr(_local, "workers", 0)
+    if n < 2 or src.size < MIN_COPY or src.ndim < 2:
+        np.copyto(dst, src)
+        return dst
+    axis = 0 if src.shape[0] >= n else 1
+    parts = [(slice(None),) * axis + (slice(i, j),) for i, j in _blocks(src.shape[axis], n)]
+    _map(lambda p: np.copyto(dst[p], src[p]), parts, n)
+    return dst
 
 
 def matmul(a, b, /, *, bias=None):

@@ -3,6 +3,8 @@ unpooled ones; the pooled matmul is called by name and changes no one else's mat
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -81,6 +83,61 @@ def test_contiguous_copies_in_blocks_equal_numpys(two_threads, monkeypatch, shap
         got = pool.contiguous(view)
     assert got.flags.c_contiguous and np.array_equal(got, view)
     assert two_threads[-1] == (2, 2)  # in two blocks: of the batch, or of the next axis when B = 1
+
+
+@pytest.mark.parametrize("shape", [(5, 3, 7, 4), (1, 6, 7, 4)])
+def test_copyto_writes_a_strided_destination_in_blocks(two_threads, monkeypatch, shape):
+    """A combine into the concat's heads view: every element lands where np.copyto puts it, the rest is untouched."""
+    monkeypatch.setattr(pool, "MIN_COPY", 0)
+    B, h, T, d = shape
+    src = np.random.default_rng(2).standard_normal(shape)
+    concat, want = np.full((B, T, h * d), 7.0), np.full((B, T, h * d), 7.0)
+    np.copyto(want.reshape(B, T, h, d).transpose(0, 2, 1, 3), src)
+    with pool.pooled():
+        got = pool.copyto(concat.reshape(B, T, h, d).transpose(0, 2, 1, 3), src)
+    assert np.shares_memory(got, concat) and np.array_equal(concat, want)
+    assert two_threads[-1] == (2, 2)
+
+
+@pytest.mark.parametrize("pooled", [False, True])
+def test_attention_writes_into_strided_views_of_its_callers_arrays(two_threads, pooled):
+    """The engine's plain path reads heads as views of Q/K/V (rows strided by h d_k) and writes the result and the
+    gradients into views of the caller's (B, T, h d_k) arrays: the values equal the contiguous call's, the returned
+    arrays are those views, and nothing outside them is written."""
+    from mhattn.kernels.attention import attend, scaled_dot_product_attention_backward
+
+    rng = np.random.default_rng(5)
+    B, h, T, d = 4, 3, 6, 5
+    heads = lambda x: x.reshape(B, T, h, d).transpose(0, 2, 1, 3)  # noqa: E731  (B, T, h d) -> (B, h, T, d) view
+    qkv, dconcat = rng.standard_normal((B, T, 3 * h * d)), rng.standard_normal((B, T, h * d))
+    q, k, v = (heads(qkv[..., i * h * d : (i + 1) * h * d]) for i in range(3))
+    contiguous = [np.ascontiguousarray(a) for a in (q, k, v, heads(dconcat))]
+    want = attend(*contiguous[:3])
+    want_grads = scaled_dot_product_attention_backward(contiguous[3], want[2])
+    concat, dqkv = np.full((B, T, h * d), np.nan), np.full((B, T, 3 * h * d), np.nan)
+    outs = [heads(dqkv[..., i * h * d : (i + 1) * h * d]) for i in range(3)]
+    with pool.pooled() if pooled else contextlib.nullcontext():
+        got = attend(q, k, v, out=heads(concat))
+        got_grads = scaled_dot_product_attention_backward(heads(dconcat), got[2], out=outs)
+    assert np.shares_memory(got[0], concat) and all(g is o for g, o in zip(got_grads, outs, strict=True))
+    assert not np.isnan(concat).any() and not np.isnan(dqkv).any()  # every entry written
+    for a, b in [(want[0], got[0]), *zip(want_grads, got_grads, strict=True)]:
+        np.testing.assert_allclose(b, a, rtol=1e-13, atol=1e-13)
+
+
+def test_attention_backward_out_takes_gradients_summed_over_broadcast_inputs():
+    from mhattn.kernels.attention import attend, scaled_dot_product_attention_backward
+
+    rng = np.random.default_rng(6)
+    q, dout = rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((2, 3, 4, 5))
+    k, v = rng.standard_normal((1, 3, 6, 5)), rng.standard_normal((3, 6, 5))  # broadcast over the batch
+    cache = attend(q, k, v)[2]
+    want = scaled_dot_product_attention_backward(dout, cache)
+    outs = [np.empty_like(a) for a in (q, k, v)]
+    got = scaled_dot_product_attention_backward(dout, cache, out=outs)
+    assert all(g is o and g.shape == w.shape for g, o, w in zip(got, outs, want, strict=True))
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-13, atol=1e-13)
 
 
 def test_empty_calls_split_into_no_blocks(two_threads, monkeypatch):
