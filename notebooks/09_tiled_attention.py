@@ -121,7 +121,7 @@ for n_tiles in (4, 16, 64):
 assert abs((tile_states(512, 512, 8, 8) != SKIPPED).mean() - 0.5) < 0.01
 
 # %% [markdown]
-# The library's tiled forward gives the plain path's output, whatever the tile sizes. Small tiles (`block_k` = 3 keys) run the online softmax across many tiles; the default `block_k` (512 keys, or the whole row when it is shorter, as here) runs no rescaling at all:
+# The library's tiled forward gives the plain path's output, whatever the tile sizes. Small tiles (`block_k` = 3 keys) run the online softmax across many tiles; the default `block_k` (256 keys, or the whole row when it is shorter, as here) runs no rescaling at all:
 
 # %%
 B, h, T, S, d_k = 2, 4, 24, 24, 8

@@ -25,9 +25,9 @@ tile is recomputed from the per-row log-sum-exp L, with ``D = rowsum(dO * O)``
 The loops run as Algorithm 2 writes them: the outer one over key tiles j (``dK_j``, ``dV_j`` summed there), the inner
 one over query blocks i (``dQ_i`` summed across the key tiles). Every (batch, head) pair goes at once, one array op
 per line. Any ``block_k`` gives the same results up to rounding (tests and notebook 09 use small ones); a whole-row
-tile never rescales. Default sizes: key tiles of 512 and query blocks that make about 2**20 scores per tile over
-all the pairs (4 MiB in float32, so each line's fresh array stays in a large cache; whole ``(B, h, T, S)`` tiles ran
-about 15% slower at B1 T2048, benchmarks/RESULTS.md).
+tile never rescales. Default sizes: key tiles of 256 and query blocks that make about 2**20 scores per tile over
+all the pairs (4 MiB in float32, so each line's fresh array stays in a large cache; key tiles of 512 ran 10-20%
+slower at B1 T2048 and B2 T1024, whole ``(B, h, T, S)`` tiles slower still: benchmarks/RESULTS.md).
 
 Masks and conventions are the plain path's: ``mask`` bool (True = not allowed) or float (added), broadcastable
 to ``(B, h, T, S)``; ``causal=True`` masks key s > query t (torch's top-left ``is_causal``) and skips the tiles
@@ -145,7 +145,7 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
             or ``None``. A constant: the backward returns no gradient for it.
         causal: also mask key s > query t (fully masked tiles are skipped).
         block_q: queries per block (default: about 2**20 scores per tile over all the (batch, head) pairs).
-        block_k: keys per tile (default 512, at most S; fewer than S runs the online softmax across tiles).
+        block_k: keys per tile (default 256, at most S; fewer than S runs the online softmax across tiles).
         workers: the speed engine's thread count; the reference runs one call at a time and only checks that it
             is positive.
 
@@ -163,7 +163,7 @@ def tiled_attention_forward(q, k, v, mask=None, *, causal=False, block_q=None, b
     """
     xp, scores_shape = check_tiled_inputs(q, k, v, mask)
     B, h, T, S = scores_shape
-    block_k = min(S, 512) if block_k is None else block_k
+    block_k = min(S, 256) if block_k is None else block_k
     block_q = max(16, min(T, 2**20 // max(1, B * h * block_k))) if block_q is None else block_q
     if min(block_q, block_k, 1 if workers is None else workers) < 1:
         raise ValueError(f"tiled attention: block_q={block_q}, block_k={block_k}, workers={workers} must be positive")
