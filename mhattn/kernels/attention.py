@@ -17,7 +17,7 @@ import numpy as np
 
 from mhattn.backend import read_only, uniform
 from mhattn.functional.attention import AttentionCache, check_attention_call, sum_to_shape
-from mhattn.functional.masks import add_mask, cast_mask, dead_keys
+from mhattn.functional.masks import add_mask, cast_mask, causal_mask, dead_keys
 from mhattn.functional.softmax import SoftmaxCache
 from mhattn.kernels import pool
 from mhattn.kernels.rows import softmax_backward, softmax_probs
@@ -47,13 +47,14 @@ def _attend(out, weights, q, k, v, mask, scale, dropout_p=0.0, rng=None):
     return keep, dropped
 
 
-def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None, *, out=None):
+def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None, *, out=None, scale=None):
     """The forward's steps on checked inputs: ``(out, weights, cache)`` with ``weights`` the cached array itself (the
     caller hands out a read-only view). Inside a pooled call the batch's chunks run on the pool, each writing its rows
     of ``out`` and ``weights``; with dropout, or when ``q`` has no batch axis of its own, one call. ``out``: where to
     write the result, ``(..., T, d_v)`` of q's dtype, any strides BLAS takes (each matrix's rows evenly spaced, its
-    columns adjacent), e.g. the heads' view of the concat ``(B, T, h d_v)``, so that no combine copy follows."""
-    scale = 1.0 / math.sqrt(q.shape[-1])  # a Python float keeps float32 as float32
+    columns adjacent), e.g. the heads' view of the concat ``(B, T, h d_v)``, so that no combine copy follows.
+    ``scale``: the factor on the scores (``1/sqrt(d_k)`` when None)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)  # a Python float keeps float32 float32
     if mask is not None:
         # 0. keys hidden from every query are zeroed: their weight is exactly 0, and 0 * NaN would still be NaN
         dead = dead_keys(mask)[..., None]  # (..., S, 1)
@@ -76,13 +77,16 @@ def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None, *, out=None):
     return out, weights, AttentionCache(q, k, v, scale, SoftmaxCache(weights), keep, dropped, shapes)
 
 
-def scaled_dot_product_attention_forward(q, k, v, mask=None, dropout_p: float = 0.0, rng=None):
-    """:func:`mhattn.functional.attention.scaled_dot_product_attention_forward` on NumPy: the same positional
-    arguments, checks and results (``weights`` read-only), chunked by batch inside a pooled call. The reference's
-    keyword options ``scale``, ``is_causal`` and ``causal`` are not here (the engine's multi-head attention passes a
-    merged mask); call the reference for them."""
-    check_attention_call(q, k, v, mask, dropout_p, rng)
-    out, weights, cache = attend(q, k, v, mask, dropout_p, rng)
+def scaled_dot_product_attention_forward(
+    q, k, v, mask=None, dropout_p: float = 0.0, rng=None, *, scale=None, is_causal=False, causal="upper_left"
+):
+    """:func:`mhattn.functional.attention.scaled_dot_product_attention_forward` on NumPy: the same arguments
+    (``scale``, ``is_causal``, ``causal`` included), checks and results (``weights`` read-only), chunked by batch
+    inside a pooled call."""
+    check_attention_call(q, k, v, mask, dropout_p, rng, scale, is_causal, causal)
+    if is_causal:
+        mask = causal_mask(q.shape[-2], k.shape[-2], np, lower_right=causal == "lower_right")  # (T, S)
+    out, weights, cache = attend(q, k, v, mask, dropout_p, rng, scale=scale)
     return out, read_only(weights), cache
 
 

@@ -110,6 +110,24 @@ def test_scaled_dot_product_attention_pair(backend, pooling, kind, dropout_p):
 
 
 @pytest.mark.parametrize(
+    "options",
+    [{"scale": 0.3}, {"is_causal": True}, {"is_causal": True, "causal": "lower_right"}, {"scale": 2, "is_causal": True}],
+)
+def test_scaled_dot_product_attention_pair_takes_the_references_keywords(pooling, options):
+    """scale=, is_causal= and causal= (T != S, so the two diagonals differ) give the reference's numbers."""
+    rng = np.random.default_rng(8)
+    q, k, v, dout = (rng.standard_normal((B, H, n, DK)) for n in (T, S, S, T))
+    ref = F.scaled_dot_product_attention_forward(q, k, v, **options)
+    eng = K_attention.scaled_dot_product_attention_forward(q, k, v, **options)
+    got = [*eng[:2], *K_attention.scaled_dot_product_attention_backward(dout, eng[2])]
+    want = [*ref[:2], *F.scaled_dot_product_attention_backward(dout, ref[2])]
+    for name, a, b in zip("out weights dq dk dv".split(), got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=TOL["float64"] * np.max(np.abs(b)), err_msg=name)
+    with pytest.raises(ValueError, match="is_causal"):
+        K_attention.scaled_dot_product_attention_forward(q, k, v, np.zeros((T, S), bool), is_causal=True)
+
+
+@pytest.mark.parametrize(
     ("q_shape", "kv_lead"),
     [((T, DK), ()), ((H, T, DK), (H,)), ((2, B, H, T, DK), (2, B, H)), ((1, H, T, DK), (B, H)), ((B, H, T, DK), (1, 1))],
 )  # fmt: skip
