@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -36,15 +34,6 @@ from test_grading_trust import IS_ROOT, MODES  # noqa: E402
 
 pytestmark = pytest.mark.grader
 EX01 = "ex01_split_heads.py"
-
-
-@pytest.fixture
-def open_dir():
-    """A folder every user may pass through (0755, under /tmp): only ownership keeps a worker out."""
-    path = Path(tempfile.mkdtemp(prefix="mhattn-apart-", dir="/tmp"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 # appended to a right answer: bob names his worker (no file of /proc needed) and waits on the clock (no CPU time)
@@ -138,17 +127,24 @@ def test_a_leased_user_is_cleared_before_and_after():
 
 
 SLEEPS = "import time\ntime.sleep(5)\n"  # 5 s on the wall clock, next to no CPU time
-CHILDREN_BURN = """
+
+
+def burner(children: int, seconds: float) -> str:
+    """A hand-in that forks ``children`` processes, each burning ``seconds`` of CPU time, then waits for ever."""
+    return f"""
 import os, time
-for _ in range(5):
+for _ in range({children}):
     if os.fork() == 0:
         t = time.process_time()
-        while time.process_time() - t < 1.5:
+        while time.process_time() - t < {seconds}:
             pass
         os._exit(0)
 while True:
     time.sleep(1)
 """
+
+
+CHILDREN_BURN = burner(5, 1.5)
 
 
 @pytest.mark.slow
@@ -185,17 +181,7 @@ def test_a_time_out_beside_another_worker_is_run_again_alone():
     assert order == [("beside ends", None), ("alone", False)]  # it waited for the one running
 
 
-HOG = """
-import os, time
-for _ in range(30):
-    if os.fork() == 0:
-        t = time.process_time()
-        while time.process_time() - t < 2.5:
-            pass
-        os._exit(0)
-while True:
-    time.sleep(1)
-"""
+HOG = burner(30, 2.5)
 BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0:\n    pass\n"
 
 
