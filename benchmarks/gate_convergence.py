@@ -15,7 +15,7 @@ import argparse
 import time
 
 from mhattn.heads.gates import train_gates
-from mhattn.heads.prune import PruneSettings, _copy
+from mhattn.heads.prune import PruneSettings, copy_model
 from mhattn.training.checkpoint import load_checkpoint
 from mhattn.training.tasks import task_from_meta
 
@@ -29,7 +29,7 @@ def main() -> None:
     for name in args.checkpoint or ["roles-plain", "roles-headdropout", "text"]:
         model, meta = load_checkpoint(name)
         t0 = time.perf_counter()
-        g = train_gates(_copy(model), task_from_meta(meta["task"]), l0_lambda=s.l0_lambda, steps=args.steps, seed=s.seed)
+        g = train_gates(copy_model(model), task_from_meta(meta["task"]), l0_lambda=s.l0_lambda, steps=args.steps, seed=s.seed)
         print(f"{name}: test-time gates settled after step {g['settled_at']} of {args.steps}; open {g['open']} "
               f"{g['gates'].ravel().round(3).tolist()} ({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
 

@@ -53,8 +53,9 @@ def _mask(L, h, removed):
     return m.reshape(L, h)
 
 
-def _copy(model):
-    """A model with its own parameter arrays (optimisers update arrays in place)."""
+def copy_model(model):
+    """A :class:`~mhattn.nn.transformer.TransformerModel` like ``model`` with its own parameter arrays (copies, same
+    namespace and device), so that training it (optimisers update arrays in place) leaves ``model`` as it was."""
     return TransformerModel(model.cfg, params={n: array_namespace(p).asarray(p, copy=True) for n, p in model.params.items()})
 
 
@@ -163,7 +164,7 @@ def finetune_recovery(model, task, data, base, removed, steps, seed, evaluator=N
     L, h = model.cfg.num_layers, model.cfg.num_heads
     mask = _mask(L, h, removed)
     before = (evaluator or HeadMaskEvaluator(model, *data)).evaluate(mask)
-    tuned, _ = train(task, None, model=_copy(model), head_mask=mask, steps=steps, lr=1e-3, seed=seed, progress=None)
+    tuned, _ = train(task, None, model=copy_model(model), head_mask=mask, steps=steps, lr=1e-3, seed=seed, progress=None)
     after = masked_eval(tuned, *data, mask)
     lost = before["loss"] - base["loss"]
     return {"removed": list(removed), "steps": steps, "loss_pruned": before["loss"], "loss_after_finetune": after["loss"],
@@ -174,7 +175,7 @@ def finetune_recovery(model, task, data, base, removed, steps, seed, evaluator=N
 def gate_experiment(model, task, s: PruneSettings):
     """Pruning by training (Voita et al. 2019, §6): hard-concrete gates trained on a copy of ``model`` for
     ``s.gate_steps`` steps; the ``gates`` entry of :func:`run_prune`."""
-    g = train_gates(_copy(model), task, l0_lambda=s.l0_lambda, steps=s.gate_steps, seed=s.seed, progress=None)
+    g = train_gates(copy_model(model), task, l0_lambda=s.l0_lambda, steps=s.gate_steps, seed=s.seed, progress=None)
     return {"lambda": s.l0_lambda, "steps": s.gate_steps, "values": g["gates"].tolist(), "open": g["open"]}
 
 

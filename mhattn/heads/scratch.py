@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mhattn.heads.importance import masked_eval
-from mhattn.heads.prune import PruneSettings, _copy
+from mhattn.heads.prune import PruneSettings, copy_model
 from mhattn.training.loop import train
 
 
@@ -73,7 +73,7 @@ def compare_scratch_vs_pruned(full, full_meta, scratch, scratch_meta, task, remo
     pruned = masked_eval(full, *data, mask)
     # the same recipe as mhattn prune's fine-tuning: Adam on all parameters, lr 1e-3, removed heads held at 0;
     # on a copy with its own arrays (Adam updates in place: the caller's ``full`` must stay as it was)
-    tuned, _ = train(task, None, model=_copy(full), head_mask=mask,
+    tuned, _ = train(task, None, model=copy_model(full), head_mask=mask,
                      steps=finetune_steps, lr=1e-3, seed=seed, progress=False)  # fmt: skip
     after = masked_eval(tuned, *data, mask)
     return ScratchComparison(

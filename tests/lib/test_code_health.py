@@ -118,3 +118,26 @@ def test_the_version_is_written_once():
     assert not re.search(r"^version\s*=\s*\"", pyproject, flags=re.M) and 'dynamic = ["version"]' in pyproject
     assert 'version = { attr = "mhattn.__version__" }' in pyproject
     assert importlib.metadata.version("mhattn") == mhattn.__version__
+
+
+def private_imports(root: Path) -> list[str]:
+    """``"path:line module.name"`` for each ``from mhattn.x import _name`` under ``root``: a private name taken from
+    another module (make it public where it is, or move it)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mhattn"):
+                found += [f"{path.relative_to(root.parent)}:{node.lineno} {node.module}.{a.name}"
+                          for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]  # fmt: skip
+    return found
+
+
+def test_no_module_of_the_package_imports_a_private_name_of_another():
+    assert private_imports(PACKAGE) == []
+
+
+def test_the_private_import_check_finds_one(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    source = "from mhattn.heads.prune import PruneSettings, _copy\nfrom mhattn import __version__\n"
+    (tmp_path / "pkg" / "a.py").write_text(source)
+    assert private_imports(tmp_path / "pkg") == ["pkg/a.py:1 mhattn.heads.prune._copy"]
