@@ -55,14 +55,15 @@ def attend(q, k, v, mask=None, dropout_p: float = 0.0, rng=None, *, out=None, sc
     columns adjacent), e.g. the heads' view of the concat ``(B, T, h d_v)``, so that no combine copy follows.
     ``scale``: the factor on the scores (``1/sqrt(d_k)`` when None)."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)  # a Python float keeps float32 float32
+    given = (q.shape, k.shape, v.shape)  # the shapes the gradients are summed back to
     if mask is not None:
         # 0. keys hidden from every query are zeroed: their weight is exactly 0, and 0 * NaN would still be NaN
         dead = dead_keys(mask)[..., None]  # (..., S, 1)
-        k, v = np.where(dead, 0.0, k), np.where(dead, 0.0, v)  # (B, h, S, d_k), (B, h, S, d_v)
+        k, v = np.where(dead, 0.0, k), np.where(dead, 0.0, v)  # (B, h, S, d_k), (B, h, S, d_v), the mask's lead too
     lead = q.shape[:-2]  # (B, h) (q, k, v: one dtype, checked)
     shapes = None
-    if k.shape[:-2] != lead or v.shape[:-2] != lead:  # broadcast leading dimensions: gradients summed back after
-        lead, shapes = np.broadcast_shapes(lead, k.shape[:-2], v.shape[:-2]), (q.shape, k.shape, v.shape)
+    if k.shape[:-2] != lead or v.shape[:-2] != lead or given[1:] != (k.shape, v.shape):  # broadcast leading
+        lead, shapes = np.broadcast_shapes(lead, k.shape[:-2], v.shape[:-2]), given  # dimensions: summed back after
     if out is None:
         out = np.empty((*lead, q.shape[-2], v.shape[-1]), dtype=q.dtype)  # (B, h, T, d_v)
     weights = np.empty((*lead, q.shape[-2], k.shape[-2]), dtype=q.dtype)  # (B, h, T, S)

@@ -178,12 +178,14 @@ def contiguous(view):
 
 
 def copyto(dst, src):
-    """``np.copyto(dst, src)`` for arrays of one shape; returns ``dst``. Inside a pooled call a large copy is made in
-    blocks of the leading axis (or of the next one, when the leading one is shorter than the pool) over the pool."""
+    """``np.copyto(dst, src)`` (``src`` broadcast to ``dst``'s shape as NumPy does); returns ``dst``. Inside a pooled
+    call a large copy is made in blocks of the leading axis (or of the next one, when the leading one is shorter than
+    the pool) over the pool."""
     n = getattr(_local, "workers", 0)
-    if n < 2 or src.size < MIN_COPY or src.ndim < 2:
+    if n < 2 or dst.size < MIN_COPY or dst.ndim < 2:
         np.copyto(dst, src)
         return dst
+    src = np.broadcast_to(src, dst.shape)  # a view; a shape that does not broadcast raises NumPy's ValueError
     axis = 0 if src.shape[0] >= n else 1
     parts = [(slice(None),) * axis + (slice(i, j),) for i, j in _blocks(src.shape[axis], n)]
     _map(lambda p: np.copyto(dst[p], src[p]), parts, n)

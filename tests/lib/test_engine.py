@@ -139,13 +139,14 @@ def test_scaled_dot_product_attention_pair_of_any_rank_and_broadcast(pooling, q_
     k, v = (rng.standard_normal((*kv_lead, S, d)) for d in (DK, DK + 1))
     lead = np.broadcast_shapes(q_shape[:-2], kv_lead)
     dout = rng.standard_normal((*lead, T, DK + 1))
-    ref = F.scaled_dot_product_attention_forward(q, k, v)
-    eng = K_attention.scaled_dot_product_attention_forward(q, k, v)
-    got = [*eng[:2], *K_attention.scaled_dot_product_attention_backward(dout, eng[2])]
-    want = [*ref[:2], *F.scaled_dot_product_attention_backward(dout, ref[2])]
-    for name, a, b in zip("out weights dq dk dv".split(), got, want, strict=True):
-        assert a.shape == b.shape, (name, a.shape, b.shape)  # each gradient the shape of its input
-        np.testing.assert_allclose(a, b, rtol=0, atol=TOL["float64"] * np.max(np.abs(b)), err_msg=name)
+    for mask in (None, rng.random((*lead, T, S)) < 0.3):  # a full-shape mask broadcasts k and v to its lead
+        ref = F.scaled_dot_product_attention_forward(q, k, v, mask)
+        eng = K_attention.scaled_dot_product_attention_forward(q, k, v, mask)
+        got = [*eng[:2], *K_attention.scaled_dot_product_attention_backward(dout, eng[2])]
+        want = [*ref[:2], *F.scaled_dot_product_attention_backward(dout, ref[2])]
+        for name, a, b in zip("out weights dq dk dv".split(), got, want, strict=True):
+            assert a.shape == b.shape, (name, a.shape, b.shape)  # each gradient the shape of its input
+            np.testing.assert_allclose(a, b, rtol=0, atol=TOL["float64"] * np.max(np.abs(b)), err_msg=name)
 
 
 @pytest.mark.parametrize("backend", LEGS_AND_DTYPES, indirect=True)

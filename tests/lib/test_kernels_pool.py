@@ -99,6 +99,19 @@ def test_copyto_writes_a_strided_destination_in_blocks(two_threads, monkeypatch,
     assert two_threads[-1] == (2, 2)
 
 
+@pytest.mark.parametrize(("dst_shape", "src_shape"), [((2, 3, 5), (1, 1, 5)), ((2, 4), (2, 1)), ((3, 4, 5), (4, 5))])
+def test_copyto_broadcasts_its_source_as_numpy_does(two_threads, monkeypatch, dst_shape, src_shape):
+    monkeypatch.setattr(pool, "MIN_COPY", 0)
+    src = np.random.default_rng(3).standard_normal(src_shape)
+    want, got = np.zeros(dst_shape), np.zeros(dst_shape)
+    np.copyto(want, src)
+    with pool.pooled():
+        pool.copyto(got, src)
+        with pytest.raises(ValueError):
+            pool.copyto(np.zeros(dst_shape), np.ones((7,)))  # does not broadcast: NumPy's error
+    assert np.array_equal(got, want)
+
+
 @pytest.mark.parametrize("pooled", [False, True])
 def test_attention_writes_into_strided_views_of_its_callers_arrays(two_threads, pooled):
     """The engine's plain path reads heads as views of Q/K/V (rows strided by h d_k) and writes the result and the
