@@ -17,8 +17,10 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +55,15 @@ MODES = [
         False, id="plain", marks=pytest.mark.skipif(not plain_ok(), reason="the worker's user cannot start this Python")
     ),
 ]
+
+
+@pytest.fixture
+def open_dir():
+    """A folder every user may pass through and read (0755, under /tmp): only ownership keeps a worker out."""
+    path = Path(tempfile.mkdtemp(prefix="mhattn-open-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 PROBE = """

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "grader"))
 
 from classroom_cases import SOLUTIONS, write_folder, zip_bytes  # noqa: E402
-from test_grading_trust import IS_ROOT, MODES  # noqa: E402
+from test_grading_trust import IS_ROOT, MODES, open_dir  # noqa: E402, F401 (open_dir: a fixture)
 
 pytestmark = pytest.mark.grader
 EX01 = "ex01_split_heads.py"
@@ -79,7 +79,7 @@ def _facts(report: dict) -> dict[str, str]:
 @pytest.mark.slow  # in the sandbox mallory waits 15 s for a worker she never sees
 @pytest.mark.skipif(not IS_ROOT, reason="run as root only (as CI and Gradescope do)")
 @pytest.mark.parametrize("use_sandbox", MODES)
-def test_as_root_a_classmate_graded_beside_cannot_kill_read_or_fill_up(open_dir, use_sandbox):
+def test_as_root_a_classmate_graded_beside_cannot_kill_read_or_fill_up(open_dir, use_sandbox):  # noqa: F811 (the fixture)
     subs, out = open_dir / "subs", open_dir / "out"
     write_folder(subs / "bob", {EX01: SOLUTIONS[EX01] + BOB})
     write_folder(subs / "mallory", {EX01: MALLORY})
