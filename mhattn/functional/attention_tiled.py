@@ -26,8 +26,10 @@ The loops run as Algorithm 2 writes them: the outer one over key tiles j (``dK_j
 one over query blocks i (``dQ_i`` summed across the key tiles). Every (batch, head) pair goes at once, one array op
 per line. Any ``block_k`` gives the same results up to rounding (tests and notebook 09 use small ones); a whole-row
 tile never rescales. Default sizes: key tiles of 256 and query blocks that make about 2**20 scores per tile over
-all the pairs (4 MiB in float32, so each line's fresh array stays in a large cache; key tiles of 512 ran 10-20%
-slower at B1 T2048 and B2 T1024, whole ``(B, h, T, S)`` tiles slower still: benchmarks/RESULTS.md).
+all the pairs (4 MiB in float32, so a tile stays in a large cache; key tiles of 512 ran 10-20% slower at B1 T2048 and
+B2 T1024, whole ``(B, h, T, S)`` tiles slower still). A line that turns a tile the loop already owns into the next
+(``S - m``, ``dP - D``) writes it in place (the array API's ``-=``, ``*=``): a fresh tile per line ran 13-30% slower,
+with the same numbers (benchmarks/RESULTS.md).
 
 Masks and conventions are the plain path's: ``mask`` bool (True = not allowed) or float (added), broadcastable
 to ``(B, h, T, S)``; ``causal=True`` masks key s > query t (torch's top-left ``is_causal``) and skips the tiles
@@ -121,7 +123,8 @@ def _forward_block(xp, q, k, v, mask, causal, scale, q0, q1, block_k):
         # line 9: new running max (a row with nothing allowed yet shifts by 0: exp(-inf - 0) = 0)
         m_new = xp.maximum(m, xp.max(s, axis=-1, keepdims=True))  # (B, h, bq, 1)
         m_safe = xp.where(m_new == -xp.inf, 0.0, m_new)
-        p = xp.exp(s - m_safe)  # (B, h, bq, bk)
+        s -= m_safe  # in place: s is this tile's own array (a fresh one per line costs 13-30%, RESULTS.md)
+        p = xp.exp(s)  # (B, h, bq, bk)
         alpha = xp.exp(m - m_safe)  # rescales what was summed under the old max (0 on the first tile)
         # lines 9-10: the running sum and output, rescaled, plus this tile
         l_sum = l_sum * alpha + xp.sum(p, axis=-1, keepdims=True)  # (B, h, bq, 1)
@@ -219,12 +222,16 @@ def tiled_attention_backward(dout, cache: TiledAttentionCache):
             do = dout[..., q0:q1, :]  # (B, h, bq, d_v)
             # lines 10-11: the tile's weights from the forward's shift and log-sum: P = exp((S - m) - log l)
             s = _scores(xp, qs, c.k, c.mask, c.causal, q0, q1, k0, k1)  # (B, h, bq, bk)
-            p = xp.exp((s - m[..., q0:q1, :]) - log_l[..., q0:q1, :])  # (B, h, bq, bk); 0 where masked
+            s -= m[..., q0:q1, :]  # in place, as in the forward: s is this tile's own array
+            s -= log_l[..., q0:q1, :]
+            p = xp.exp(s)  # (B, h, bq, bk); 0 where masked
             # line 12: dV_j += P^T dO_i
             dv_j = dv_j + xp.matmul(p.mT, do)  # (B, h, bk, bq) @ (B, h, bq, d_v) -> (B, h, bk, d_v)
             # lines 13-14: dP = dO_i V_j^T, dS = P * (dP - D_i)
             dp = xp.matmul(do, c.v[..., k0:k1, :].mT)  # (B, h, bq, d_v) @ (B, h, d_v, bk) -> (B, h, bq, bk)
-            ds = p * (dp - D[..., q0:q1, :])  # (B, h, bq, bk)
+            dp -= D[..., q0:q1, :]  # in place: dp is this tile's own array
+            dp *= p
+            ds = dp  # (B, h, bq, bk)
             # lines 15-16: dQ_i += dS K_j / sqrt(d_k); dK_j += dS^T (Q_i / sqrt(d_k))
             dq[i] = dq[i] + xp.matmul(ds, c.k[..., k0:k1, :]) * c.scale  # (B, h, bq, d_k)
             dk_j = dk_j + xp.matmul(ds.mT, qs)  # (B, h, bk, bq) @ (B, h, bq, d_k) -> (B, h, bk, d_k)
