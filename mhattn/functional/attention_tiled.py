@@ -28,7 +28,7 @@ per line. Any ``block_k`` gives the same results up to rounding (tests and noteb
 tile never rescales. Default sizes: key tiles of 256 and query blocks that make about 2**20 scores per tile over
 all the pairs (4 MiB in float32, so a tile stays in a large cache; key tiles of 512 ran 10-20% slower at B1 T2048 and
 B2 T1024, whole ``(B, h, T, S)`` tiles slower still). A line that turns a tile the loop already owns into the next
-(``S - m``, ``dP - D``) writes it in place (the array API's ``-=``, ``*=``): a fresh tile per line ran 13-30% slower,
+(``S - m``, ``dP - D``) writes it in place (the array API's ``-=``, ``*=``): a fresh tile per line took 1.1-1.4x as long,
 with the same numbers (benchmarks/RESULTS.md).
 
 Masks and conventions are the plain path's: ``mask`` bool (True = not allowed) or float (added), broadcastable
@@ -123,7 +123,7 @@ def _forward_block(xp, q, k, v, mask, causal, scale, q0, q1, block_k):
         # line 9: new running max (a row with nothing allowed yet shifts by 0: exp(-inf - 0) = 0)
         m_new = xp.maximum(m, xp.max(s, axis=-1, keepdims=True))  # (B, h, bq, 1)
         m_safe = xp.where(m_new == -xp.inf, 0.0, m_new)
-        s -= m_safe  # in place: s is this tile's own array (a fresh one per line costs 13-30%, RESULTS.md)
+        s -= m_safe  # in place: s is this tile's own array (a fresh one per line: 1.1-1.4x the time)
         p = xp.exp(s)  # (B, h, bq, bk)
         alpha = xp.exp(m - m_safe)  # rescales what was summed under the old max (0 on the first tile)
         # lines 9-10: the running sum and output, rescaled, plus this tile
