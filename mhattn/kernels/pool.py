@@ -8,7 +8,7 @@ machine, issue 28). So a large call takes *one* model (:func:`pooled`): BLAS at 
 - a 2-D GEMM ``(M, K) @ (K, N)`` in row blocks of ``M`` (or column blocks of ``N`` when ``N > M``), a batched
   one by its leading axis (:func:`matmul`, which the engine's steps call by name: nothing else's ``matmul`` changes);
 - plain attention's forward and backward in chunks of the batch, softmax passes included, each chunk writing its
-  rows of the outputs (:func:`by_batch`); the heads' layout copies in blocks (:func:`contiguous`);
+  rows of the outputs (:func:`by_batch`); the tiled path's head layout copies in blocks (:func:`contiguous`, :func:`copyto`);
 - tiled attention's (batch, head) items (:func:`run_items`), with tiles sized to the L2 cache (:func:`plan_blocks`).
 
 The pool never exceeds the limit the user set (:func:`thread_budget`): threadpoolctl's current BLAS limit
