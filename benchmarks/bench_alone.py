@@ -120,9 +120,9 @@ def median_seconds(call, reps: int) -> float:
     return statistics.median(call_seconds(call, reps))
 
 
-def run_alone(side: str, shape: str, reps: int, stat: str = "seconds") -> float:
-    """:func:`side_alone` in a fresh ``python`` process: its median seconds (``stat="best"``: its fastest call)."""
-    return run_alone_both(side, shape, reps)[stat]
+def run_alone(side: str, shape: str, reps: int) -> float:
+    """:func:`side_alone` in a fresh ``python`` process: its median seconds."""
+    return run_alone_both(side, shape, reps)["seconds"]
 
 
 def run_alone_both(side: str, shape: str, reps: int) -> dict:

@@ -8,7 +8,7 @@ differs is only how NumPy gets there:
 - self-attention (one array for query, key and value) projects with one fused ``(d_model, 3 d_model)`` GEMM;
 - no layout copy on the plain path: step 3 reads each head as a strided view of ``Q``, ``K``, ``V`` and writes its
   result into the concat's view (and its gradients into ``dQ``, ``dK``, ``dV``'s), which BLAS takes in place; the
-  copies cost more than the strided GEMMs lose (about 3.5% of a B16 T128 step, ``benchmarks/RESULTS.md``). The
+  copies cost more than the strided GEMMs lose (about 3% of a B16 T128 step, ``benchmarks/RESULTS.md``). The
   tiled path takes contiguous heads (one pooled copy each way);
 - step 3 is the engine's attention (:mod:`.attention`, chunked by batch; :mod:`.tiled`, by (batch, head) pair);
 - reshapes and transposes are the arrays' methods (NumPy's functions cost ~0.5 µs more each, a tenth of an
@@ -63,8 +63,8 @@ def _split(x, h):
 
 
 def _combine_into(out, x, head_mask=None):
-    """Steps 4-5: ``x`` ``(B, h, T, d_k)`` (times ``head_mask`` ``(h,)`` or ``(B, h)``) written into the heads' view
-    of ``out`` ``(B, T, h d_k)``; returns ``out``."""
+    """Step 5 (and 4, with ``head_mask`` ``(h,)`` or ``(B, h)``): ``x`` ``(B, h, L, d_k)`` written into the heads' view
+    of ``out`` ``(B, L, h d_k)`` (the concat, or a gradient of Q, K or V); returns ``out``."""
     if head_mask is None:
         pool.copyto(_heads(out, x.shape[1]), x)
     else:
@@ -134,7 +134,7 @@ def multi_head_attention_backward(dout, cache: MHACache):
         dQKV = [np.empty((B, L, d_model), dtype=dtype) for L in (T, key.shape[1], key.shape[1])]  # (B, T|S, d_model)
         if tiled:  # 3-2.
             for d, into in zip(tiled_attention.tiled_attention_backward(dheads, cache.attention), dQKV, strict=True):
-                pool.copyto(_heads(into, h), d)
+                _combine_into(into, d)
         else:  # 3-2. written straight into the heads' views: no layout copy
             attention.scaled_dot_product_attention_backward(dheads, cache.attention, out=[_heads(g, h) for g in dQKV])
         dquery, grads["W_q"], db_q = linear_backward(dQKV[0], cache.proj[0])  # 1.
